@@ -1,0 +1,1 @@
+"""First-party plugins, one module each, registered through entry points."""

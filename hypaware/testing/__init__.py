@@ -1,0 +1,1 @@
+"""Helpers for testing hypaware and plugins written against it."""

@@ -1,0 +1,258 @@
+"""The data that flows between the cache, the export driver and sinks.
+
+All are frozen attrs classes. Arrow types are named only for type checkers,
+so importing this module does not import pyarrow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+import attrs
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "DatasetInfo",
+    "ExportBatch",
+    "ExportOptions",
+    "ExportResult",
+    "ObjectMeta",
+    "PartitionRef",
+    "RetryPartition",
+]
+
+
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _partition_tuple(value: Iterable[PartitionRef]) -> tuple[PartitionRef, ...]:
+    return tuple(value)
+
+
+def _retry_tuple(value: Iterable[RetryPartition]) -> tuple[RetryPartition, ...]:
+    return tuple(value)
+
+
+def _non_empty(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not value:
+        raise ValueError(f"{attribute.name} must not be empty")
+
+
+@attrs.frozen
+class DatasetInfo:
+    """A dataset held by the cache.
+
+    `time_column` is the event-time column (a timestamp) that exports lay out
+    by day; `lookup_key` is the column queries look rows up by (for example a
+    conversation id) and that table formats sort by. `partition_by` and
+    `time_grain` describe how the cache partitions the dataset; writers do not
+    inherit them.
+    """
+
+    name: str = attrs.field(validator=_non_empty)
+    schema: pa.Schema = attrs.field(eq=False)
+    time_column: str = attrs.field(validator=_non_empty)
+    lookup_key: str | None = None
+    partition_by: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    time_grain: str | None = "hour"
+
+    @schema.validator
+    def _check_columns(self, _attribute: attrs.Attribute[pa.Schema], schema: pa.Schema) -> None:
+        names = set(schema.names)
+        for role, column in (("time_column", self.time_column), ("lookup_key", self.lookup_key)):
+            if column is not None and column not in names:
+                raise ValueError(f"dataset {self.name!r}: {role} {column!r} is not in the schema")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DatasetInfo):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self.time_column == other.time_column
+            and self.lookup_key == other.lookup_key
+            and self.partition_by == other.partition_by
+            and self.time_grain == other.time_grain
+            and self.schema.equals(other.schema)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.time_column, self.lookup_key))
+
+
+@attrs.frozen
+class PartitionRef:
+    """A sealed cache partition, ready to export.
+
+    `seq` orders partitions of one dataset in the order they were sealed and
+    is what the export driver's high-water compares against. `id` is stable
+    for the life of the partition and unique within its dataset: sinks derive
+    object names and idempotency keys from it.
+    """
+
+    id: str = attrs.field(validator=_non_empty)
+    dataset: str = attrs.field(validator=_non_empty)
+    seq: int
+    row_count: int
+    min_time: datetime | None = None
+    max_time: datetime | None = None
+    byte_size: int = 0
+    opener: Callable[[], pa.RecordBatchReader] | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
+
+    def open(self) -> pa.RecordBatchReader:
+        """Stream the partition's rows.
+
+        Each call returns a fresh reader positioned at the first row; the
+        caller must consume or close it. Raises `HypawareError` subclasses
+        (or `OSError`) when the partition cannot be read.
+        """
+        if self.opener is None:
+            raise ValueError(f"partition {self.dataset}/{self.id} has no reader")
+        return self.opener()
+
+
+@attrs.frozen
+class ExportBatch:
+    """Partitions of one dataset handed to one sink in one `export_batch` call.
+
+    `batch_id` is assigned by the export driver and kept across crashes and
+    retries of the same batch, so a sink can derive deterministic object names
+    or idempotency keys from it.
+    """
+
+    batch_id: str = attrs.field(validator=_non_empty)
+    sink: str = attrs.field(validator=_non_empty)
+    dataset: DatasetInfo
+    partitions: tuple[PartitionRef, ...] = attrs.field(converter=_partition_tuple)
+
+    @partitions.validator
+    def _check_partitions(
+        self, _attribute: attrs.Attribute[tuple[PartitionRef, ...]], parts: tuple[PartitionRef, ...]
+    ) -> None:
+        seen: set[str] = set()
+        for part in parts:
+            if part.dataset != self.dataset.name:
+                raise ValueError(
+                    f"partition {part.id!r} belongs to dataset {part.dataset!r}, "
+                    f"not {self.dataset.name!r}"
+                )
+            if part.id in seen:
+                raise ValueError(f"partition {part.id!r} appears twice in batch {self.batch_id!r}")
+            seen.add(part.id)
+
+    @property
+    def row_count(self) -> int:
+        return sum(p.row_count for p in self.partitions)
+
+
+@attrs.frozen
+class ExportOptions:
+    """Per-call settings from the export driver.
+
+    `attempt` counts how many times this batch id has been handed to the sink
+    (1 on the first try). `timeout` is the driver's budget for the call in
+    seconds; a sink that waits inline should stay inside it.
+    """
+
+    attempt: int = 1
+    timeout: float | None = None
+
+
+@attrs.frozen
+class RetryPartition:
+    """A partition the sink did not export, and why.
+
+    `retryable` is False when retrying cannot help without a change of
+    configuration or data (for example a 4xx from an endpoint); the driver
+    still keeps the partition so that no row is lost.
+    """
+
+    partition_id: str
+    reason: str
+    retryable: bool = True
+
+
+@attrs.frozen
+class ExportResult:
+    """What a sink did with an `ExportBatch`.
+
+    Every partition of the batch appears exactly once: in `exported` (acked,
+    durable at the destination) or in `retry_partitions`. The counters cover
+    what this call wrote.
+    """
+
+    exported: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    retry_partitions: tuple[RetryPartition, ...] = attrs.field(default=(), converter=_retry_tuple)
+    rows_written: int = 0
+    bytes_written: int = 0
+    files_written: int = 0
+
+    @retry_partitions.validator
+    def _check_disjoint(
+        self,
+        _attribute: attrs.Attribute[tuple[RetryPartition, ...]],
+        retry: tuple[RetryPartition, ...],
+    ) -> None:
+        both = set(self.exported) & {r.partition_id for r in retry}
+        if both:
+            raise ValueError(f"partitions both exported and retried: {sorted(both)}")
+
+    @classmethod
+    def failed(cls, batch: ExportBatch, reason: str, *, retryable: bool = True) -> ExportResult:
+        """A result that sends every partition of `batch` back for retry."""
+        return cls(
+            retry_partitions=tuple(
+                RetryPartition(p.id, reason, retryable) for p in batch.partitions
+            )
+        )
+
+    def reconcile(self, batch: ExportBatch) -> ExportResult:
+        """This result made to account for exactly the partitions of `batch`.
+
+        Partitions the sink did not mention go to `retry_partitions` (nothing
+        is lost); ids that are not in the batch are dropped.
+        """
+        ids = {p.id for p in batch.partitions}
+        exported = tuple(dict.fromkeys(i for i in self.exported if i in ids))
+        retry: list[RetryPartition] = []
+        seen = set(exported)
+        for r in self.retry_partitions:
+            if r.partition_id in ids and r.partition_id not in seen:
+                retry.append(r)
+                seen.add(r.partition_id)
+        retry.extend(
+            RetryPartition(p.id, "the sink did not report this partition")
+            for p in batch.partitions
+            if p.id not in seen
+        )
+        return attrs.evolve(self, exported=exported, retry_partitions=tuple(retry))
+
+    @classmethod
+    def merge(cls, results: Iterable[ExportResult]) -> ExportResult:
+        """Add up results of disjoint sets of partitions."""
+        exported: list[str] = []
+        retry: list[RetryPartition] = []
+        rows = size = files = 0
+        for r in results:
+            exported.extend(r.exported)
+            retry.extend(r.retry_partitions)
+            rows += r.rows_written
+            size += r.bytes_written
+            files += r.files_written
+        return cls(tuple(exported), tuple(retry), rows, size, files)
+
+
+@attrs.frozen
+class ObjectMeta:
+    """What a blob store knows about one object. `path` is relative to the store's root."""
+
+    path: str
+    size: int
+    last_modified: datetime | None = None
+    etag: str | None = None

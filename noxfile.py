@@ -1,0 +1,41 @@
+"""Sessions: tests, lint, typecheck, bench. ``nox -s tests`` is what CI runs."""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.reuse_existing_virtualenvs = True
+
+PYTHON = "3.11"
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """The whole test suite, against the real peers the fixtures start."""
+    session.install("-e", ".[test,iceberg]")
+    profile = "ci" if os.environ.get("CI") else "dev"
+    session.run("pytest", f"--hypothesis-profile={profile}", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.8")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", "hypaware", "tests")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    session.install("-e", ".[test,iceberg]", "mypy>=1.13", "types-croniter")
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Side-by-side benchmarks against raw pyarrow and peers; prints ratios."""
+    session.install("-e", ".[test,iceberg,bench]")
+    session.run("python", "-m", "benchmarks", *session.posargs)
