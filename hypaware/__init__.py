@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 from .errors import (
     AlreadyExistsError,
+    CacheError,
     ConfigError,
     EncodeError,
     HypawareError,
@@ -79,6 +80,7 @@ __all__ = [
     "BlobStore",
     "BuildContext",
     "CacheConfig",
+    "CacheError",
     "Component",
     "ConfigError",
     "DatasetInfo",

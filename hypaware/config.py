@@ -36,6 +36,8 @@ from .secrets import Secret
 
 __all__ = [
     "DEFAULT_SCHEDULE",
+    "FieldValueError",
+    "positive",
     "CacheConfig",
     "HypawareConfig",
     "SinkSpec",
@@ -51,9 +53,19 @@ DEFAULT_SCHEDULE = "*/5 * * * *"
 SinkShape = Literal["blob", "request"]
 
 
-def _positive(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+class FieldValueError(ValueError):
+    """Raised by config validators so the problem is reported at the field's own path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def positive(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """An attrs validator for config classes: the value must be > 0 (None passes)."""
     if value is not None and value <= 0:
-        raise ValueError(f"{attribute.name} must be positive, got {value}")
+        raise FieldValueError(attribute.alias, f"must be positive, got {value}")
 
 
 def _redacted_keys(config: Mapping[str, Any]) -> str:
@@ -98,9 +110,9 @@ class SinkSpec:
     config: Mapping[str, Any] = attrs.field(factory=dict, repr=_redacted_keys)
     schedule: str = DEFAULT_SCHEDULE
     datasets: tuple[str, ...] | None = None
-    max_batch_rows: int = attrs.field(default=1_000_000, validator=_positive)
-    max_batch_bytes: int = attrs.field(default=256 * 1024 * 1024, validator=_positive)
-    export_timeout: float = attrs.field(default=3600.0, validator=_positive)
+    max_batch_rows: int = attrs.field(default=1_000_000, validator=positive)
+    max_batch_bytes: int = attrs.field(default=256 * 1024 * 1024, validator=positive)
+    export_timeout: float = attrs.field(default=3600.0, validator=positive)
 
     @property
     def shape(self) -> SinkShape:
@@ -204,11 +216,16 @@ def make_converter() -> cattrs.Converter:
     return conv
 
 
+_FIELD_MARK = "\x00"
+
+
 def _format_exception(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, FieldValueError):
+        return f"{_FIELD_MARK}{exc.field}{_FIELD_MARK}{exc.message}"
     # Our own hooks already word their messages for config authors; keep them.
-    if isinstance(exc, (TypeError, ValueError)) and str(exc).startswith(("expected", "must")):
+    if isinstance(exc, TypeError | ValueError) and str(exc).startswith(("expected", "must")):
         return str(exc)
-    if isinstance(exc, ValueError) and attrs.has(type(exc)) is False and str(exc):
+    if isinstance(exc, ValueError) and str(exc):
         return str(exc)
     return format_exception(exc, type_)
 
@@ -220,6 +237,9 @@ def _problems_from_cattrs(exc: Exception, path: str) -> list[Problem]:
         if not message:
             message, where = line, "$"
         sub = where[1:].lstrip(".")
+        if message.startswith(_FIELD_MARK):
+            field, _, message = message[1:].partition(_FIELD_MARK)
+            sub = ".".join(p for p in (sub, field) if p)
         full = ".".join(p for p in (path, sub) if p)
         problems.append(Problem(full, message))
     return problems
@@ -377,9 +397,9 @@ def _structure_document(doc: Any, base_dir: str | None) -> HypawareConfig:
 class _SinkSettings:
     schedule: str = DEFAULT_SCHEDULE
     datasets: tuple[str, ...] | None = None
-    max_batch_rows: int = attrs.field(default=1_000_000, validator=_positive)
-    max_batch_bytes: int = attrs.field(default=256 * 1024 * 1024, validator=_positive)
-    export_timeout: float = attrs.field(default=3600.0, validator=_positive)
+    max_batch_rows: int = attrs.field(default=1_000_000, validator=positive)
+    max_batch_bytes: int = attrs.field(default=256 * 1024 * 1024, validator=positive)
+    export_timeout: float = attrs.field(default=3600.0, validator=positive)
 
 
 def _structure_sink(name: str, entry: Any, problems: list[Problem]) -> SinkSpec | None:
