@@ -15,7 +15,8 @@ the tree is flat so callers can catch one family without knowing the others::
     ├── EncodeError          rows that an encoder cannot write
     ├── SinkError            a sink failed as a whole
     │   └── SinkClosedError      the sink was used after close()
-    └── StateError           the durable progress store is unusable
+    ├── StateError           the durable progress store is unusable
+    └── CacheError           the cache cannot be read or written
 
 Messages never contain secret values: configuration secrets are `Secret`
 objects whose text is only revealed to the plugin that uses them.
@@ -29,6 +30,7 @@ import attrs
 
 __all__ = [
     "AlreadyExistsError",
+    "CacheError",
     "ConfigError",
     "EncodeError",
     "HypawareError",
@@ -130,3 +132,7 @@ class SinkClosedError(SinkError):
 
 class StateError(HypawareError):
     """The durable progress store is missing, locked or corrupt."""
+
+
+class CacheError(HypawareError):
+    """The cache cannot be read or written (missing, read-only, corrupt, wrong schema)."""
