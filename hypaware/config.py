@@ -36,14 +36,14 @@ from .secrets import Secret
 
 __all__ = [
     "DEFAULT_SCHEDULE",
-    "FieldValueError",
-    "positive",
     "CacheConfig",
+    "FieldValueError",
     "HypawareConfig",
     "SinkSpec",
     "dump_config",
     "load_config",
     "make_converter",
+    "positive",
     "structure_config",
 ]
 
@@ -65,7 +65,7 @@ class FieldValueError(ValueError):
 def positive(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     """An attrs validator for config classes: the value must be > 0 (None passes)."""
     if value is not None and value <= 0:
-        raise FieldValueError(attribute.alias, f"must be positive, got {value}")
+        raise FieldValueError(attribute.alias or attribute.name, f"must be positive, got {value}")
 
 
 def _redacted_keys(config: Mapping[str, Any]) -> str:

@@ -32,8 +32,10 @@ def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
 def test_check_config_accepts_a_valid_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write(tmp_path, {"sinks": {"log": {"plugin": "@acme/rowlog",
-                                              "config": {"schedule": "0 2 * * *"}}}})
+    path = write(
+        tmp_path,
+        {"sinks": {"log": {"plugin": "@acme/rowlog", "config": {"schedule": "0 2 * * *"}}}},
+    )
     assert main(["check-config", path]) == 0
     out = capsys.readouterr().out
     assert out.startswith("log: request sink, @acme/rowlog, schedule '0 2 * * *', next ")
@@ -44,10 +46,15 @@ def test_check_config_accepts_a_valid_file(
 def test_check_config_lists_every_problem(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write(tmp_path, {"sinks": {
-        "a": {"plugin": "@acme/rowlg"},
-        "b": {"plugin": "@acme/rowlog", "config": {"pth": "x"}},
-    }})
+    path = write(
+        tmp_path,
+        {
+            "sinks": {
+                "a": {"plugin": "@acme/rowlg"},
+                "b": {"plugin": "@acme/rowlog", "config": {"pth": "x"}},
+            }
+        },
+    )
     assert main(["check-config", path]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == [
@@ -78,14 +85,23 @@ def test_plugins_lists_third_party_with_distribution(capsys: pytest.CaptureFixtu
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["NAME", "KIND", "PROVIDES", "REQUIRES", "SUPPORTS", "FROM"]
     row = next(line for line in lines if line.startswith("@acme/rowlog"))
-    assert row.split() == ["@acme/rowlog", "sink", "hypaware.sink", "-", "-",
-                           "hypaware-acme-test-plugin"]
+    assert row.split() == [
+        "@acme/rowlog",
+        "sink",
+        "hypaware.sink",
+        "-",
+        "-",
+        "hypaware-acme-test-plugin",
+    ]
 
 
 def test_console_script_runs() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "hypaware", "--version"],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0
     assert proc.stdout.strip() == f"hypaware {__version__}"

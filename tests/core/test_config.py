@@ -54,17 +54,53 @@ def test_file_paths_are_relative_to_the_config_file(tmp_path: Path) -> None:
         ({"sinks": {"a": {"writer": "w", "destination": "d", "plugin": "p"}}}, "sinks.a", "both"),
         ({"sinks": {"a": {"config": {}}}}, "sinks.a", "neither"),
         ({"sinks": {"a": {"writer": "w"}}}, "sinks.a.destination", "missing"),
-        ({"sinks": {"a": {"plugin": "p", "config": {"schedule": "* * *"}}}}, "sinks.a.config.schedule", "5 fields"),
-        ({"sinks": {"a": {"plugin": "p", "config": {"schedule": "99 * * * *"}}}}, "sinks.a.config.schedule", "not a valid cron"),
-        ({"sinks": {"a": {"plugin": "p", "config": {"schedule": "0 0 30 2 *"}}}}, "sinks.a.config.schedule", "never fires"),
-        ({"sinks": {"a": {"plugin": "p", "config": {"schedule": 5}}}}, "sinks.a.config.schedule", "expected a string"),
-        ({"sinks": {"a": {"plugin": "p", "config": {"max_batch_rows": "10"}}}}, "sinks.a.config.max_batch_rows", "expected an integer, got a string"),
-        ({"sinks": {"a": {"plugin": "p", "config": {"max_batch_rows": 2.5}}}}, "sinks.a.config.max_batch_rows", "expected an integer"),
-        ({"sinks": {"a": {"plugin": "p", "config": {"max_batch_rows": True}}}}, "sinks.a.config.max_batch_rows", "boolean"),
-        ({"sinks": {"a": {"plugin": "p", "config": {"max_batch_rows": -1}}}}, "sinks.a.config.max_batch_rows", "positive"),
+        (
+            {"sinks": {"a": {"plugin": "p", "config": {"schedule": "* * *"}}}},
+            "sinks.a.config.schedule",
+            "5 fields",
+        ),
+        (
+            {"sinks": {"a": {"plugin": "p", "config": {"schedule": "99 * * * *"}}}},
+            "sinks.a.config.schedule",
+            "not a valid cron",
+        ),
+        (
+            {"sinks": {"a": {"plugin": "p", "config": {"schedule": "0 0 30 2 *"}}}},
+            "sinks.a.config.schedule",
+            "never fires",
+        ),
+        (
+            {"sinks": {"a": {"plugin": "p", "config": {"schedule": 5}}}},
+            "sinks.a.config.schedule",
+            "expected a string",
+        ),
+        (
+            {"sinks": {"a": {"plugin": "p", "config": {"max_batch_rows": "10"}}}},
+            "sinks.a.config.max_batch_rows",
+            "expected an integer, got a string",
+        ),
+        (
+            {"sinks": {"a": {"plugin": "p", "config": {"max_batch_rows": 2.5}}}},
+            "sinks.a.config.max_batch_rows",
+            "expected an integer",
+        ),
+        (
+            {"sinks": {"a": {"plugin": "p", "config": {"max_batch_rows": True}}}},
+            "sinks.a.config.max_batch_rows",
+            "boolean",
+        ),
+        (
+            {"sinks": {"a": {"plugin": "p", "config": {"max_batch_rows": -1}}}},
+            "sinks.a.config.max_batch_rows",
+            "positive",
+        ),
         ({"sinks": {"a": {"plugin": "p", "confg": {}}}}, "sinks.a.confg", "did you mean 'config'"),
         ({"sinks": {"a": {"plugin": 7}}}, "sinks.a.plugin", "plugin name"),
-        ({"sinks": {"a": {"plugin": "p", "config": []}}}, "sinks.a.config", "expected an object, got a list"),
+        (
+            {"sinks": {"a": {"plugin": "p", "config": []}}},
+            "sinks.a.config",
+            "expected an object, got a list",
+        ),
         ({"sinks": {"a": "s3"}}, "sinks.a", "expected an object, got a string"),
         ({"sinks": []}, "sinks", "expected an object"),
         ({"snks": {}}, "snks", "did you mean 'sinks'"),
@@ -99,7 +135,7 @@ def test_every_problem_is_reported_at_once() -> None:
 def test_malformed_json_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text('{"sinks": {"a": ')
-    with pytest.raises(ConfigError, match="not valid JSON.*line 1"):
+    with pytest.raises(ConfigError, match=r"not valid JSON.*line 1"):
         load_config(path)
 
 
@@ -162,8 +198,18 @@ def sink_specs(draw: st.DrawFn, name: str) -> SinkSpec:
     blob = draw(st.booleans())
     plugin_config = draw(
         st.dictionaries(
-            names.filter(lambda k: k not in {"schedule", "datasets", "max_batch_rows",
-                                             "max_batch_bytes", "export_timeout"}),
+            names.filter(
+                lambda k: (
+                    k
+                    not in {
+                        "schedule",
+                        "datasets",
+                        "max_batch_rows",
+                        "max_batch_bytes",
+                        "export_timeout",
+                    }
+                )
+            ),
             json_values,
             max_size=4,
         )

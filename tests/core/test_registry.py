@@ -110,7 +110,10 @@ async def test_third_party_plugin_is_usable_from_config(tmp_path: Any) -> None:
     table = pa.table({"ts": pa.array([1, 2], pa.timestamp("us", "UTC")), "v": ["a", "b"]})
     info = DatasetInfo(name="events", schema=table.schema, time_column="ts")
     part = PartitionRef(
-        id="p1", dataset="events", seq=1, row_count=2,
+        id="p1",
+        dataset="events",
+        seq=1,
+        row_count=2,
         opener=lambda: pa.RecordBatchReader.from_batches(table.schema, table.to_batches()),
     )
     batch = ExportBatch(batch_id="b1", sink="log", dataset=info, partitions=[part])

@@ -42,9 +42,15 @@ def test_spec_example_resolves() -> None:
 
 
 def test_parquet_on_webhook_is_rejected_with_the_spec_message() -> None:
-    doc = {"sinks": {"bad": {"writer": "@hypaware/format-parquet",
-                             "destination": "@hypaware/webhook",
-                             "config": {"endpoint": "https://x"}}}}
+    doc = {
+        "sinks": {
+            "bad": {
+                "writer": "@hypaware/format-parquet",
+                "destination": "@hypaware/webhook",
+                "config": {"endpoint": "https://x"},
+            }
+        }
+    }
     with pytest.raises(ConfigError) as exc:
         resolve(doc, fakes.registry())
     (message,) = messages(exc)
@@ -54,18 +60,27 @@ def test_parquet_on_webhook_is_rejected_with_the_spec_message() -> None:
 
 
 def test_queryability_comes_from_the_pair() -> None:
-    doc = {"sinks": {
-        "pq": {"writer": "@hypaware/format-parquet", "destination": "@hypaware/local-fs"},
-        "js": {"writer": "@hypaware/format-jsonl", "destination": "@hypaware/local-fs"},
-    }}
+    doc = {
+        "sinks": {
+            "pq": {"writer": "@hypaware/format-parquet", "destination": "@hypaware/local-fs"},
+            "js": {"writer": "@hypaware/format-jsonl", "destination": "@hypaware/local-fs"},
+        }
+    }
     plans = {p.name: p for p in resolve(doc, fakes.registry())}
     assert plans["pq"].queryable
     assert not plans["js"].queryable
 
 
 def test_config_keys_are_routed_to_the_plugins_that_declare_them() -> None:
-    doc = {"sinks": {"a": {"writer": "@hypaware/format-parquet", "destination": "@hypaware/s3",
-                           "config": {"bucket": "b", "compression": "snappy", "region": "eu"}}}}
+    doc = {
+        "sinks": {
+            "a": {
+                "writer": "@hypaware/format-parquet",
+                "destination": "@hypaware/s3",
+                "config": {"bucket": "b", "compression": "snappy", "region": "eu"},
+            }
+        }
+    }
     (plan,) = resolve(doc, fakes.registry())
     assert plan.destination is not None and plan.writer is not None
     assert plan.destination.config == fakes.BucketConfig(bucket="b", region="eu")
@@ -75,29 +90,70 @@ def test_config_keys_are_routed_to_the_plugins_that_declare_them() -> None:
 @pytest.mark.parametrize(
     ("sink", "path", "fragment"),
     [
-        ({"writer": "@hypaware/format-parqet", "destination": "@hypaware/s3"},
-         "sinks.x.writer", "did you mean '@hypaware/format-parquet'"),
+        (
+            {"writer": "@hypaware/format-parqet", "destination": "@hypaware/s3"},
+            "sinks.x.writer",
+            "did you mean '@hypaware/format-parquet'",
+        ),
         ({"plugin": "@hypaware/centrl"}, "sinks.x.plugin", "did you mean '@hypaware/central'"),
-        ({"writer": "@hypaware/format-parquet", "destination": "@hypaware/s3",
-          "config": {"bucket": "b", "bukket": "c"}},
-         "sinks.x.config.bukket", "did you mean 'bucket'"),
-        ({"writer": "@hypaware/format-parquet", "destination": "@hypaware/s3", "config": {}},
-         "sinks.x.config.bucket", "required"),
-        ({"writer": "@hypaware/format-parquet", "destination": "@hypaware/s3",
-          "config": {"bucket": 3}},
-         "sinks.x.config.bucket", "expected a string, got a number"),
-        ({"plugin": "@hypaware/central", "config": {"endpoint": "https://x", "timeout": "5"}},
-         "sinks.x.config.timeout", "expected a number"),
-        ({"plugin": "@hypaware/s3", "config": {"bucket": "b"}},
-         "sinks.x.plugin", "not a request sink"),
-        ({"writer": "@hypaware/s3", "destination": "@hypaware/local-fs"},
-         "sinks.x.writer", "a writer must provide"),
-        ({"writer": "@hypaware/format-iceberg", "destination": "@hypaware/s3",
-          "encoder": "@hypaware/format-jsonl", "config": {"bucket": "b"}},
-         "sinks.x.encoder", "accepts @hypaware/format-parquet"),
-        ({"writer": "@hypaware/format-parquet", "destination": "@hypaware/s3",
-          "encoder": "@hypaware/format-jsonl", "config": {"bucket": "b"}},
-         "sinks.x.encoder", "does not take an encoder"),
+        (
+            {
+                "writer": "@hypaware/format-parquet",
+                "destination": "@hypaware/s3",
+                "config": {"bucket": "b", "bukket": "c"},
+            },
+            "sinks.x.config.bukket",
+            "did you mean 'bucket'",
+        ),
+        (
+            {"writer": "@hypaware/format-parquet", "destination": "@hypaware/s3", "config": {}},
+            "sinks.x.config.bucket",
+            "required",
+        ),
+        (
+            {
+                "writer": "@hypaware/format-parquet",
+                "destination": "@hypaware/s3",
+                "config": {"bucket": 3},
+            },
+            "sinks.x.config.bucket",
+            "expected a string, got a number",
+        ),
+        (
+            {"plugin": "@hypaware/central", "config": {"endpoint": "https://x", "timeout": "5"}},
+            "sinks.x.config.timeout",
+            "expected a number",
+        ),
+        (
+            {"plugin": "@hypaware/s3", "config": {"bucket": "b"}},
+            "sinks.x.plugin",
+            "not a request sink",
+        ),
+        (
+            {"writer": "@hypaware/s3", "destination": "@hypaware/local-fs"},
+            "sinks.x.writer",
+            "a writer must provide",
+        ),
+        (
+            {
+                "writer": "@hypaware/format-iceberg",
+                "destination": "@hypaware/s3",
+                "encoder": "@hypaware/format-jsonl",
+                "config": {"bucket": "b"},
+            },
+            "sinks.x.encoder",
+            "accepts @hypaware/format-parquet",
+        ),
+        (
+            {
+                "writer": "@hypaware/format-parquet",
+                "destination": "@hypaware/s3",
+                "encoder": "@hypaware/format-jsonl",
+                "config": {"bucket": "b"},
+            },
+            "sinks.x.encoder",
+            "does not take an encoder",
+        ),
     ],
 )
 def test_resolution_problems_name_the_path(sink: dict[str, Any], path: str, fragment: str) -> None:
@@ -110,22 +166,38 @@ def test_resolution_problems_name_the_path(sink: dict[str, Any], path: str, frag
 
 def test_table_format_without_an_installed_encoder() -> None:
     registry = Registry([fakes.ICEBERG, fakes.S3])
-    doc = {"sinks": {"x": {"writer": "@hypaware/format-iceberg", "destination": "@hypaware/s3",
-                           "config": {"bucket": "b"}}}}
+    doc = {
+        "sinks": {
+            "x": {
+                "writer": "@hypaware/format-iceberg",
+                "destination": "@hypaware/s3",
+                "config": {"bucket": "b"},
+            }
+        }
+    }
     with pytest.raises(ConfigError, match="none of the encoders it accepts"):
         resolve(doc, registry)
 
 
 def test_every_sink_problem_in_one_error() -> None:
-    doc = {"sinks": {
-        "a": {"writer": "@hypaware/format-parquet", "destination": "@hypaware/webhook"},
-        "b": {"plugin": "@nope/nothing"},
-        "c": {"writer": "@hypaware/format-parquet", "destination": "@hypaware/local-fs",
-              "config": {"rooot": "x"}},
-    }}
+    doc = {
+        "sinks": {
+            "a": {"writer": "@hypaware/format-parquet", "destination": "@hypaware/webhook"},
+            "b": {"plugin": "@nope/nothing"},
+            "c": {
+                "writer": "@hypaware/format-parquet",
+                "destination": "@hypaware/local-fs",
+                "config": {"rooot": "x"},
+            },
+        }
+    }
     with pytest.raises(ConfigError) as exc:
         resolve(doc, fakes.registry())
-    assert {p.path for p in exc.value.problems} == {"sinks.a", "sinks.b.plugin", "sinks.c.config.rooot"}
+    assert {p.path for p in exc.value.problems} == {
+        "sinks.a",
+        "sinks.b.plugin",
+        "sinks.c.config.rooot",
+    }
 
 
 # ------------------------------------------------------------ properties
@@ -135,8 +207,9 @@ CAPS = [BLOB_STORE, ENCODER, HTTP_ENDPOINT, "acme.queue", "acme.kv"]
 
 @st.composite
 def writer_destination_pairs(draw: st.DrawFn) -> tuple[PluginManifest, PluginManifest]:
-    requires = frozenset(draw(st.sets(st.sampled_from([BLOB_STORE, HTTP_ENDPOINT, "acme.queue"]),
-                                      min_size=1)))
+    requires = frozenset(
+        draw(st.sets(st.sampled_from([BLOB_STORE, HTTP_ENDPOINT, "acme.queue"]), min_size=1))
+    )
     writer = PluginManifest(name="@w/writer", kind="encoder", factory="m:f", requires=requires)
     dest_kind = draw(st.sampled_from(["destination", "sink", "encoder"]))
     provides = frozenset(draw(st.sets(st.sampled_from(CAPS))))
@@ -170,8 +243,14 @@ cron_field = st.text(alphabet="0123456789*/,-LW#?HJANFEBMRPYUSOCTVDW", min_size=
 def test_schedules_croniter_rejects_are_rejected_naming_the_sink(expr: str) -> None:
     from croniter import croniter
 
-    doc = {"sinks": {"nightly": {"plugin": "@hypaware/central",
-                                 "config": {"endpoint": "https://x", "schedule": expr}}}}
+    doc = {
+        "sinks": {
+            "nightly": {
+                "plugin": "@hypaware/central",
+                "config": {"endpoint": "https://x", "schedule": expr},
+            }
+        }
+    }
     croniter_ok = len(expr.split()) == 5 and croniter.is_valid(expr)
     if croniter_ok and check_schedule(expr) is None:
         resolve(doc, fakes.registry())
@@ -205,8 +284,15 @@ def test_resolve_does_no_io_and_ignores_key_order(items: list[tuple[str, Any]]) 
 @given(st.permutations(["bucket", "region", "compression", "schedule"]))
 def test_config_key_order_does_not_matter(order: list[str]) -> None:
     values = {"bucket": "b", "region": "eu", "compression": "lz4", "schedule": "0 * * * *"}
-    doc = {"sinks": {"a": {"writer": "@hypaware/format-parquet", "destination": "@hypaware/s3",
-                           "config": {k: values[k] for k in order}}}}
+    doc = {
+        "sinks": {
+            "a": {
+                "writer": "@hypaware/format-parquet",
+                "destination": "@hypaware/s3",
+                "config": {k: values[k] for k in order},
+            }
+        }
+    }
     reference = {"sinks": {"a": {**doc["sinks"]["a"], "config": values}}}
     assert resolve(doc, fakes.registry()) == resolve(reference, fakes.registry())
 
@@ -215,8 +301,14 @@ def test_config_key_order_does_not_matter(order: list[str]) -> None:
 
 
 def test_build_reads_secrets_from_the_environment(tmp_path: Path) -> None:
-    doc = {"sinks": {"f": {"plugin": "@hypaware/central",
-                           "config": {"endpoint": "https://x", "token": "${HYP_CENTRAL_TOKEN}"}}}}
+    doc = {
+        "sinks": {
+            "f": {
+                "plugin": "@hypaware/central",
+                "config": {"endpoint": "https://x", "token": "${HYP_CENTRAL_TOKEN}"},
+            }
+        }
+    }
     config = load_config(doc, base_dir=str(tmp_path))
     (plan,) = resolve(config, fakes.registry())
     assert "HYP_CENTRAL_TOKEN" in repr(plan)
@@ -230,8 +322,14 @@ def test_build_reads_secrets_from_the_environment(tmp_path: Path) -> None:
 
 
 def test_literal_secret_is_hidden_in_plans() -> None:
-    doc = {"sinks": {"f": {"plugin": "@hypaware/central",
-                           "config": {"endpoint": "https://x", "token": "tok-very-secret"}}}}
+    doc = {
+        "sinks": {
+            "f": {
+                "plugin": "@hypaware/central",
+                "config": {"endpoint": "https://x", "token": "tok-very-secret"},
+            }
+        }
+    }
     (plan,) = resolve(doc, fakes.registry())
     assert "tok-very-secret" not in repr(plan)
     sink = build(plan, env={})
@@ -249,7 +347,7 @@ def test_build_failures_name_the_sink_and_plugin(plugin: str, fragment: str) -> 
     (plan,) = resolve({"sinks": {"s": {"plugin": plugin}}}, fakes.registry())
     with pytest.raises(PluginError) as exc:
         build(plan)
-    assert f"sink 's': " in str(exc.value)
+    assert "sink 's': " in str(exc.value)
     assert plugin in str(exc.value)
     assert fragment in str(exc.value)
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 from hypaware import ExportBatch, ExportOptions, ExportResult, RetryPartition, SinkClosedError
 from hypaware.resolver import BuildContext
 
