@@ -1,4 +1,4 @@
-"""Sessions: tests, lint, typecheck, bench. ``nox -s tests`` is what CI runs."""
+"""Sessions: tests, lint, typecheck, docs, bench. ``nox -s tests`` is what CI runs."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ PYTHON = "3.11"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The whole test suite, against the real peers the fixtures start."""
-    session.install("-e", ".[test,iceberg]", "./tests/thirdparty")
+    session.install("-e", ".[test,iceberg]", "./tests/thirdparty", "./examples/acme-sqlite")
     profile = "ci" if os.environ.get("CI") else "dev"
     session.run("pytest", f"--hypothesis-profile={profile}", *session.posargs)
 
@@ -30,8 +30,22 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def typecheck(session: nox.Session) -> None:
-    session.install("-e", ".[test,iceberg]", "mypy>=1.13", "types-croniter")
+    session.install(
+        "-e",
+        ".[test,iceberg]",
+        "./tests/thirdparty",
+        "./examples/acme-sqlite",
+        "mypy>=1.13",
+        "types-croniter",
+    )
     session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the user manual and the API reference; strict, so any warning fails it."""
+    session.install("-e", ".[docs]")
+    session.run("mkdocs", "build", "--strict", "--site-dir", f"{session.create_tmp()}/site")
 
 
 @nox.session(python=PYTHON)

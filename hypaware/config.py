@@ -75,13 +75,24 @@ def _redacted_keys(config: Mapping[str, Any]) -> str:
 
 @attrs.frozen
 class CacheConfig:
-    """Where the embedded cache lives.
+    """Where the embedded cache lives and how long it keeps sealed partitions.
 
     - `path` (str, default ``"cache"``): its directory; relative paths are
       taken from the config file's directory.
+    - `retention_hours` (number or null, default 168 = 7 days): sealed
+      partitions older than this are dropped once every configured sink that
+      receives them has exported them; null keeps them.
+    - `max_bytes` (integer or null, default null): a hard cap on the size of
+      all sealed partitions; past it the oldest go even if a sink still
+      needs them (logged as a warning and counted).
+    - `max_age_hours` (number or null, default null): a hard cap on the age
+      of sealed partitions, with the same rule.
     """
 
     path: str = "cache"
+    retention_hours: float | None = attrs.field(default=168.0, validator=positive)
+    max_bytes: int | None = attrs.field(default=None, validator=positive)
+    max_age_hours: float | None = attrs.field(default=None, validator=positive)
 
 
 @attrs.frozen

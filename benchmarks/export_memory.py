@@ -1,0 +1,136 @@
+"""Peak memory of exporting one large partition: it must not grow with the partition.
+
+A child process (so nothing else skews its numbers) exports one single-day
+partition of `--rows` rows, generated as a stream by `benchmarks.datagen`,
+through a BlobSink (local-fs + Parquet). It reports its resident set before
+the export (interpreter, pyarrow, the sink, the generator's text pool) and
+its peak during it. The growth is compared with the Arrow size of one row
+group. Target: growth under 2x one row group, and about the same for a
+partition a fifth of the size (it does not grow with the partition).
+
+    python -m benchmarks.export_memory [--rows 5000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+TARGET = 2.0
+
+
+def _rss_peak_bytes() -> int:
+    # Linux reports ru_maxrss in KiB.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def child(rows: int, row_group_size: int) -> dict[str, float]:
+    import numpy as np
+    import pyarrow as pa
+
+    from hypaware import ExportBatch, ExportOptions, PartitionRef
+    from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
+
+    from . import datagen
+    from ._common import build_sink
+
+    sample = next(datagen.batches(10_000, days=1))
+    compact = sample.take(pa.array(np.arange(sample.num_rows)))
+    row_bytes = compact.nbytes / compact.num_rows
+    # Warm every code path once, so imports and caches count as "before".
+    for chunks in ParquetEncoder(ParquetConfig()).encode(datagen.SCHEMA, [compact]):
+        for _ in chunks:
+            pass
+    del sample, compact
+
+    with tempfile.TemporaryDirectory(prefix="hypaware-mem-") as work:
+
+        def opener() -> pa.RecordBatchReader:
+            return pa.RecordBatchReader.from_batches(
+                datagen.SCHEMA, datagen.batches(rows, days=1, batch_rows=65_536)
+            )
+
+        from hypaware import DatasetInfo
+
+        dataset = DatasetInfo(name="events", schema=datagen.SCHEMA, time_column="ts")
+        part = PartitionRef(id="big", dataset="events", seq=0, row_count=rows, opener=opener)
+        batch = ExportBatch(batch_id="mem", sink="bench", dataset=dataset, partitions=[part])
+
+        async def export() -> tuple[float, dict[str, int]]:
+            sink = build_sink(
+                "@hypaware/local-fs",
+                {"root": str(Path(work) / "out"), "row_group_size": row_group_size},
+                Path(work) / "state",
+            )
+            before = _rss_peak_bytes()
+            result = await sink.export_batch(batch, ExportOptions())
+            await sink.close()
+            assert not result.retry_partitions, result.retry_partitions
+            return before, {"rows": result.rows_written, "files": result.files_written}
+
+        before, result = asyncio.run(export())
+    peak = _rss_peak_bytes()
+    return {
+        "rows": rows,
+        "written_rows": result["rows"],
+        "files": result["files"],
+        "before": before,
+        "peak": peak,
+        "row_group_bytes": row_bytes * row_group_size,
+    }
+
+
+def measure(rows: int, row_group_size: int) -> dict[str, float]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.export_memory", "--child", "--rows", str(rows),
+         "--row-group-size", str(row_group_size)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--row-group-size", type=int, default=128 * 1024)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.rows, args.row_group_size)))
+        return 0
+
+    mib = 2**20
+    results = [measure(max(args.rows // 5, 1), args.row_group_size), measure(args.rows, args.row_group_size)]
+    print(f"peak memory exporting one partition (row groups of {args.row_group_size:,} rows)")
+    ok = True
+    for r in results:
+        growth = r["peak"] - r["before"]
+        ratio = growth / r["row_group_bytes"]
+        ok &= ratio < TARGET and r["written_rows"] == r["rows"]
+        print(
+            f"  {int(r['rows']):>10,} rows: before {r['before'] / mib:7.1f} MiB, "
+            f"peak {r['peak'] / mib:7.1f} MiB, growth {growth / mib:6.1f} MiB "
+            f"= {ratio:4.2f}x one row group ({r['row_group_bytes'] / mib:.1f} MiB), "
+            f"{int(r['files'])} file(s)"
+        )
+    small, large = (r["peak"] - r["before"] for r in results)
+    flat = large <= small + 0.25 * results[1]["row_group_bytes"]
+    ok &= flat
+    print(
+        f"  growth at {results[1]['rows'] / results[0]['rows']:.0f}x the rows: "
+        f"{(large - small) / mib:+.1f} MiB ({'flat' if flat else 'GROWS'}); "
+        f"target < {TARGET:.0f}x one row group  {'OK' if ok else 'OVER'}"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

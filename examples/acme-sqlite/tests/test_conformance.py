@@ -1,0 +1,61 @@
+"""The example plugins against hypaware's conformance suite.
+
+This is all a plugin author writes to run the suite: how to build the sink
+under test on a fresh target, and how to read a dataset's rows back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.ipc as ipc
+from hypaware_example_sqlite.sqlite_sink import SqliteSink, read_table
+
+from hypaware import DatasetInfo, Registry, Sink, build, load_config, resolve
+from hypaware.paths import encode_segment
+from hypaware.testing.conformance import SinkContract
+
+
+def build_one(target: Path, sink: dict[str, Any]) -> Sink:
+    """Build a sink the way hypaware does: from a config, through the installed plugins."""
+    config = load_config({"sinks": {"under-test": sink}}, base_dir=str(target))
+    (plan,) = resolve(config, Registry.from_entry_points())
+    return build(plan, config=config)
+
+
+class TestSqliteSink(SinkContract):
+    def make_sink(self, target: Path) -> Sink:
+        sink = build_one(target, {"plugin": "@acme/sqlite", "config": {"path": "db/acme.db"}})
+        assert isinstance(sink, SqliteSink)
+        return sink
+
+    def read_rows(self, target: Path, dataset: DatasetInfo) -> list[dict[str, Any]]:
+        return read_table(target / "db" / "acme.db", dataset.name)
+
+    def local_root(self, target: Path) -> Path:
+        return target / "db"
+
+
+class TestArrowIpcOnLocalFs(SinkContract):
+    """The encoder inside hypaware's own blob sink, on the local-fs destination."""
+
+    def make_sink(self, target: Path) -> Sink:
+        return build_one(
+            target,
+            {
+                "writer": "@acme/arrow-ipc",
+                "destination": "@hypaware/local-fs",
+                "config": {"root": "out", "compression": "zstd"},
+            },
+        )
+
+    def read_rows(self, target: Path, dataset: DatasetInfo) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for path in sorted((target / "out" / encode_segment(dataset.name)).rglob("*.arrow")):
+            with ipc.open_file(path) as reader:
+                rows.extend(reader.read_all().to_pylist())
+        return rows
+
+    def local_root(self, target: Path) -> Path:
+        return target / "out"

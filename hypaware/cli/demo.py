@@ -1,0 +1,123 @@
+"""``hypaware demo [--dir DIR]``: a cache of synthetic conversation events, exported.
+
+Creates ``DIR/cache`` (a `LocalCache` holding a few days of events),
+``DIR/hypaware.json`` (the embedded defaults: one local Parquet sink under
+``DIR/export``), runs one export with backfill, and says where everything is
+and how to query it. Running it again reuses what is there: the second
+export finds nothing new.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..config import load_config
+from ..demo import DEMO_DATASET, demo_config, seed_demo_cache
+from ..driver import ExportDriver, RunReport
+from ..errors import ConfigError, HypawareError
+from ..local_cache import LocalCache
+from .export import format_bytes
+
+__all__ = ["register", "run"]
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "demo",
+        help="seed a demo cache, export it to local Parquet, show how to query it",
+        description="Create a local cache with a few days of synthetic conversation events "
+        "under DIR/cache, write DIR/hypaware.json (a local Parquet sink under DIR/export), "
+        "run one export and print where the files are and how to query them.",
+    )
+    parser.add_argument(
+        "--dir", default="hypaware-demo", help="where to put it (default ./hypaware-demo)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    root = Path(args.dir).expanduser().resolve()
+    config_path = root / "hypaware.json"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        cache = LocalCache(root / "cache")
+        seeded = None
+        if not cache.has_dataset(DEMO_DATASET):
+            seeded = seed_demo_cache(cache)
+        if not config_path.exists():
+            config_path.write_text(json.dumps(demo_config(), indent=2) + "\n", encoding="utf-8")
+        config = load_config(config_path)
+        report = asyncio.run(_export(config))
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    except (HypawareError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+    parts = list(cache.ready_partitions(DEMO_DATASET))
+    export_dir = root / "export"
+    files = sorted(export_dir.rglob("*.parquet")) if export_dir.is_dir() else []
+    size = sum(f.stat().st_size for f in files)
+    out = sys.stdout
+    print("hypaware demo", file=out)
+    if seeded is not None:
+        print(
+            f"  seeded    {seeded.rows:,} events in {seeded.conversations} conversations, "
+            f"{seeded.start:%Y-%m-%d %H:%M} to {seeded.end:%Y-%m-%d %H:%M} UTC",
+            file=out,
+        )
+    else:
+        print("  seeded    nothing new (the demo cache was already there)", file=out)
+    print(
+        f"  cache     {root / 'cache'}  ({len(parts)} sealed partitions of "
+        f"{DEMO_DATASET!r}, by conversation and hour)",
+        file=out,
+    )
+    print(f"  config    {config_path}", file=out)
+    for name, r in report.sinks.items():
+        print(
+            f"  exported  sink {name!r}: {r.partitions} partitions, {r.rows:,} rows, "
+            f"{r.files} files this run",
+            file=out,
+        )
+        for error in r.errors:
+            print(f"  error     sink {name!r}: {error}", file=out)
+    print(
+        f"  archive   {export_dir}  ({len(files)} Parquet files, {format_bytes(size)} in all)",
+        file=out,
+    )
+    glob = f"{export_dir}/{DEMO_DATASET}/**/*.parquet"
+    print("\nQuery it:", file=out)
+    print(
+        '  python3 -c "import pyarrow.dataset as ds; '
+        f"t = ds.dataset('{export_dir / DEMO_DATASET}', format='parquet', partitioning='hive')"
+        ".to_table(); print(t.num_rows, 'rows'); "
+        "print(t.group_by('role').aggregate([('tokens_out', 'sum')]))\"",
+        file=out,
+    )
+    print(
+        f'  duckdb -c "SELECT role, count(*), sum(tokens_out) FROM '
+        f"read_parquet('{glob}', hive_partitioning = true) GROUP BY role\"",
+        file=out,
+    )
+    print("\nExport again (finds nothing new) and look at progress:", file=out)
+    print(f"  hypaware export --config {config_path} --once", file=out)
+    print(f"  hypaware status --config {config_path}", file=out)
+    return 0 if report.ok else 1
+
+
+async def _export(config: Any) -> RunReport:
+    driver = ExportDriver.from_config(config)
+    try:
+        return await driver.run_once(backfill=True)
+    finally:
+        await driver.close()

@@ -1,0 +1,141 @@
+"""``hypaware status --config FILE``: where each sink stands.
+
+Per sink: the high-water per dataset, the lag (partitions and rows ready in
+the cache but not exported to it, respooled ones included), the respool
+size, batches in flight, the last run and the last error. Reads only; safe
+to run while an export is running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..config import HypawareConfig, load_config
+from ..errors import CacheError, ConfigError, StateError
+from ..local_cache import LocalCache
+from ..state import STATE_FILE, ProgressStore, SinkState
+from .export import print_table
+
+__all__ = ["collect_status", "register", "run"]
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "status",
+        help="show each sink's progress, lag, respool and last error",
+        description="Show, per sink: high-water per dataset, lag in partitions and rows, "
+        "respool size, batches in flight, last run and last error.",
+    )
+    parser.add_argument("--config", required=True, metavar="FILE", help="path to the JSON config")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(func=run)
+
+
+def _iso(value: Any) -> str | None:
+    return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def collect_status(config: HypawareConfig) -> dict[str, Any]:
+    """The status document for every configured sink (and sinks with leftover progress)."""
+    cache = LocalCache.from_config(config)
+    state_file = config.state_path / STATE_FILE
+    store = ProgressStore(config.state_path) if state_file.exists() else None
+    try:
+        datasets = {d.name: d for d in cache.datasets()}
+        names = [s.name for s in config.sinks]
+        if store is not None:
+            names += [n for n in store.sinks() if n not in names]
+        out: dict[str, Any] = {}
+        for name in names:
+            configured = any(s.name == name for s in config.sinks)
+            state = store.sink_state(name) if store is not None else None
+            respooled = store.respooled(name) if store is not None else []
+            per_dataset: dict[str, Any] = {}
+            wanted = None
+            if configured:
+                wanted = config.sink(name).datasets
+            for ds in datasets:
+                if wanted is not None and ds not in wanted:
+                    continue
+                hw = state.high_water.get(ds) if state is not None else None
+                entry: dict[str, Any] = {"high_water": hw}
+                if hw is None:
+                    entry["note"] = "not started: the next export starts at new partitions"
+                    entry["lag_partitions"] = 0
+                    entry["lag_rows"] = 0
+                else:
+                    behind = cache.ready_partitions(ds, after=hw)
+                    again = [r for r in respooled if r.dataset == ds]
+                    refs = [cache.partition(ds, r.partition_id) for r in again]
+                    entry["lag_partitions"] = len(behind) + len(again)
+                    entry["lag_rows"] = sum(p.row_count for p in behind) + sum(
+                        r.row_count for r in refs if r is not None
+                    )
+                    entry["respooled"] = len(again)
+                per_dataset[ds] = entry
+            out[name] = _sink_doc(configured, state, per_dataset, respooled)
+        return {"cache": str(cache.path), "state": str(state_file), "sinks": out}
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _sink_doc(
+    configured: bool, state: SinkState | None, datasets: dict[str, Any], respooled: list[Any]
+) -> dict[str, Any]:
+    return {
+        "configured": configured,
+        "datasets": datasets,
+        "lag_partitions": sum(d["lag_partitions"] for d in datasets.values()),
+        "lag_rows": sum(d["lag_rows"] for d in datasets.values()),
+        "respool": len(respooled),
+        "respool_reasons": sorted({r.reason for r in respooled}),
+        "in_flight": state.in_flight if state else 0,
+        "partitions_exported": state.partitions_exported if state else 0,
+        "rows_exported": state.rows_exported if state else 0,
+        "last_run": _iso(state.last_run_at) if state else None,
+        "last_success": _iso(state.last_success_at) if state else None,
+        "last_error": state.last_error if state else None,
+        "last_error_at": _iso(state.last_error_at) if state else None,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+        doc = collect_status(config)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    except (StateError, CacheError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json or not sys.stdout.isatty():
+        print(json.dumps(doc, indent=2, sort_keys=True))
+        return 0
+    rows: list[tuple[str, ...]] = [
+        ("SINK", "HIGH-WATER", "LAG", "RESPOOL", "IN FLIGHT", "LAST RUN", "LAST ERROR")
+    ]
+    for name, s in doc["sinks"].items():
+        marks = ", ".join(
+            f"{ds}={'-' if d['high_water'] is None else d['high_water']}"
+            for ds, d in s["datasets"].items()
+        )
+        label = name if s["configured"] else f"{name} (not configured)"
+        rows.append(
+            (
+                label,
+                marks or "-",
+                f"{s['lag_partitions']} partitions, {s['lag_rows']:,} rows",
+                str(s["respool"]),
+                str(s["in_flight"]),
+                s["last_run"] or "never",
+                s["last_error"] or "-",
+            )
+        )
+    print_table(rows, sys.stdout)
+    return 0

@@ -1,0 +1,186 @@
+"""Plumbing shared by the encoders: a pull-through batch source and a draining byte sink."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from ..errors import EncodeError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["BatchSource", "ChunkSink", "files"]
+
+
+class BatchSource:
+    """Batches pulled one at a time from the caller's iterable, conformed to `schema`.
+
+    Empty batches are skipped. A batch whose types differ from the schema is
+    cast; one that cannot be cast raises `EncodeError` naming the columns.
+    `push_back` returns the unconsumed rest of a batch when a file rolls over.
+    """
+
+    def __init__(self, schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> None:
+        self.schema = schema
+        self._it = iter(batches)
+        self._held: pa.RecordBatch | None = None
+        self.pulled = 0
+
+    def next(self) -> pa.RecordBatch | None:
+        """The next non-empty batch, or None when the input is exhausted."""
+        if self._held is not None:
+            batch, self._held = self._held, None
+            return batch
+        for batch in self._it:
+            self.pulled += 1
+            if batch.num_rows:
+                return self._conform(batch)
+        return None
+
+    def push_back(self, batch: pa.RecordBatch) -> None:
+        assert self._held is None
+        self._held = batch
+
+    def has_more(self) -> bool:
+        batch = self.next()
+        if batch is None:
+            return False
+        self.push_back(batch)
+        return True
+
+    def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if batch.schema.equals(self.schema):
+            return batch
+        import pyarrow as pa
+
+        if batch.schema.equals(self.schema, check_metadata=False):
+            # Same columns and types: carry the declared schema's metadata (e.g.
+            # Iceberg field ids) rather than the batch's.
+            return pa.RecordBatch.from_arrays(batch.columns, schema=self.schema)
+        if batch.schema.names != self.schema.names:
+            raise EncodeError(
+                f"batch columns {batch.schema.names} do not match the schema's {self.schema.names}"
+            )
+        try:
+            return batch.cast(self.schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            differ = [
+                f"{f.name} ({f.type} vs {batch.schema.field(f.name).type})"
+                for f in self.schema
+                if not f.type.equals(batch.schema.field(f.name).type)
+            ]
+            raise EncodeError(
+                f"batch types cannot be cast to the schema: {', '.join(differ)}: {exc}"
+            ) from exc
+
+
+class ChunkSink:
+    """A write-only file object that hands out what was written so far.
+
+    The writer writes many pieces (page headers, pages, the footer); `take`
+    hands them out in chunks of about `CHUNK_BYTES` and forgets them, so
+    memory is bounded by what is written between two takes. Pieces are kept
+    as written rather than appended to one growing buffer: a buffer the size
+    of a row group, copied out each time, fragments the C heap and makes the
+    resident set creep up over a long file.
+    """
+
+    CHUNK_BYTES = 1024 * 1024
+
+    def __init__(self) -> None:
+        self._pieces: list[bytes] = []
+        self._pending = 0
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        piece = data if isinstance(data, bytes) else bytes(data)
+        n = len(piece)
+        if n:
+            self._pieces.append(piece)
+            self._pending += n
+            self.size += n
+        return n
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def take(self) -> Iterator[bytes]:
+        """Everything written since the last take, as chunks of about `CHUNK_BYTES`."""
+        pieces, self._pieces, self._pending = self._pieces, [], 0
+        group: list[bytes] = []
+        size = 0
+        for piece in pieces:
+            if len(piece) >= self.CHUNK_BYTES:
+                if group:
+                    yield b"".join(group)
+                    group, size = [], 0
+                yield piece
+                continue
+            group.append(piece)
+            size += len(piece)
+            if size >= self.CHUNK_BYTES:
+                yield b"".join(group)
+                group, size = [], 0
+        if group:
+            yield b"".join(group)
+
+    def __len__(self) -> int:
+        return self._pending
+
+
+def files(
+    source: BatchSource, write_file: Callable[[BatchSource], Iterator[bytes]]
+) -> Iterator[Iterator[bytes]]:
+    """One inner iterator per file, each from `write_file(source)`, until the source is dry.
+
+    Refuses to start a file while the previous one is unfinished: the source
+    is shared, so a skipped file would silently lose its rows.
+    """
+    current: _Tracked | None = None
+    while source.has_more():
+        if current is not None and not current.done:
+            raise EncodeError("the previous file was not read to the end before the next one")
+        current = _Tracked(write_file(source))
+        yield current
+    if current is not None and not current.done:
+        raise EncodeError("the last file was not read to the end")
+
+
+class _Tracked(Iterator[bytes]):
+    __slots__ = ("_inner", "done")
+
+    def __init__(self, inner: Iterator[bytes]) -> None:
+        self._inner = inner
+        self.done = False
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._inner)
+        except StopIteration:
+            self.done = True
+            raise
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def close(self) -> None:
+        close = getattr(self._inner, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,118 @@
+"""The Parquet encoder behind ``@hypaware/format-parquet``.
+
+Usable on its own (table formats reuse it)::
+
+    from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
+    encoder = ParquetEncoder(ParquetConfig(compression="zstd", row_group_size=65536))
+    for file_chunks in encoder.encode(schema, batches):
+        data = b"".join(file_chunks)
+
+Row groups are gathered from the incoming batches (sliced, never copied) up
+to `row_group_size` rows or `row_group_bytes`, then written; the bytes the
+writer produced are handed out right away. So memory holds one row group of
+Arrow data plus its encoded pages, whatever the input's length.
+
+Field metadata is kept: a field's ``PARQUET:field_id`` becomes the Parquet
+field id, and the Arrow schema (with all metadata) is stored in the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import EncodeError
+from ..plugins.format_parquet import ParquetConfig
+from ._stream import BatchSource, ChunkSink, files
+
+__all__ = ["ParquetConfig", "ParquetEncoder"]
+
+
+class ParquetEncoder:
+    """Encodes record batches as Parquet files. See `ParquetConfig` for the settings."""
+
+    extension = "parquet"
+    media_type = "application/vnd.apache.parquet"
+
+    def __init__(self, config: ParquetConfig | None = None) -> None:
+        self.config = config or ParquetConfig()
+        if self.config.engine == "fastparquet":
+            from .fastparquet_engine import check_available
+
+            check_available()
+
+    def encode(
+        self, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
+    ) -> Iterator[Iterator[bytes]]:
+        source = BatchSource(schema, batches)
+        if self.config.engine == "fastparquet":
+            from .fastparquet_engine import FastparquetFile
+
+            fp = FastparquetFile(schema, self.config)
+            return files(source, fp.write)
+        return files(source, self._write_file)
+
+    def _open_writer(self, sink: ChunkSink, schema: pa.Schema) -> pq.ParquetWriter:
+        cfg = self.config
+        try:
+            return pq.ParquetWriter(
+                sink,
+                schema,
+                compression=cfg.compression,
+                compression_level=cfg.compression_level,
+                use_dictionary=cfg.dictionary,
+                write_statistics=cfg.statistics,
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise EncodeError(f"Parquet cannot hold this schema: {exc}") from exc
+
+    def _write_file(self, source: BatchSource) -> Iterator[bytes]:
+        cfg = self.config
+        sink = ChunkSink()
+        writer = self._open_writer(sink, source.schema)
+        try:
+            group: list[pa.RecordBatch] = []
+            rows = nbytes = 0
+            while (batch := source.next()) is not None:
+                while batch.num_rows:
+                    take = min(batch.num_rows, cfg.row_group_size - rows)
+                    part = batch.slice(0, take) if take < batch.num_rows else batch
+                    batch = batch.slice(take)
+                    group.append(part)
+                    rows += part.num_rows
+                    nbytes += part.nbytes
+                    if rows < cfg.row_group_size and nbytes < cfg.row_group_bytes:
+                        continue
+                    self._write_group(writer, source.schema, group, rows)
+                    group, rows, nbytes = [], 0, 0
+                    yield from sink.take()
+                    if sink.size >= cfg.target_file_size:
+                        if batch.num_rows:
+                            source.push_back(batch)
+                        writer.close()
+                        yield from sink.take()
+                        return
+            if group:
+                self._write_group(writer, source.schema, group, rows)
+            writer.close()
+            yield from sink.take()
+        finally:
+            # A consumer that stops early (or an error) must not leave the
+            # native writer open; what it wrote is discarded with the sink.
+            if writer.is_open:
+                writer.close()
+
+    @staticmethod
+    def _write_group(
+        writer: pq.ParquetWriter, schema: pa.Schema, group: list[pa.RecordBatch], rows: int
+    ) -> None:
+        try:
+            writer.write_table(pa.Table.from_batches(group, schema), row_group_size=rows)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise EncodeError(f"Parquet cannot write these rows: {exc}") from exc
+
+    def __repr__(self) -> str:
+        cfg = self.config
+        return f"ParquetEncoder(engine={cfg.engine!r}, compression={cfg.compression!r})"

@@ -1,0 +1,222 @@
+"""Opening the configured catalog and finding or registering a dataset's table.
+
+Catalog properties always route file access through `ObstoreFileIO`, so
+metadata, manifests and data files all go through the sink's destination.
+Backend errors are turned into `IcebergError` naming the sink, dataset and
+table; whether an error is worth retrying is kept on the error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceAlreadyExistsError,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+)
+from pyiceberg.io import PY_IO_IMPL
+from pyiceberg.table import Table
+
+from ..errors import ConfigError, SinkError
+from .fileio import IO_IMPL, TOKEN_PROPERTY
+
+if TYPE_CHECKING:
+    from ..plugins.format_iceberg import CatalogConfig
+    from ..resolver import BuildContext
+
+__all__ = [
+    "IcebergError",
+    "open_catalog",
+    "retrying",
+    "table_identifier",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+SQLITE_FILE = "iceberg-catalog.db"
+
+
+class IcebergError(SinkError):
+    """An Iceberg catalog or table operation failed; `retryable`: whether a later try can help."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def table_identifier(namespace: str, dataset: str) -> tuple[str, ...]:
+    """The table of a dataset: the namespace's levels, then the dataset name.
+
+    Characters other than letters, digits and ``_`` become ``_`` so that every
+    engine accepts the name unquoted.
+    """
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in dataset)
+    return (*namespace.split("."), name)
+
+
+def catalog_properties(
+    config: CatalogConfig, ctx: BuildContext, *, token: str, warehouse_url: str
+) -> dict[str, str]:
+    """The pyiceberg properties for the configured catalog (secrets revealed here)."""
+    props: dict[str, str] = dict(config.properties)
+    props[PY_IO_IMPL] = IO_IMPL
+    props[TOKEN_PROPERTY] = token
+    if config.type == "sqlite":
+        path = (
+            ctx.resolve_path(config.path)
+            if config.path is not None
+            else ctx.state_dir / SQLITE_FILE
+        )
+        props["uri"] = f"sqlite:///{path}?timeout={config.lock_timeout:g}"
+        props["warehouse"] = warehouse_url
+    elif config.type == "sql":
+        assert config.uri is not None
+        uri = config.uri
+        password = ctx.reveal(config.password, "catalog.password")
+        if password is not None:
+            from sqlalchemy.engine import make_url
+
+            uri = make_url(uri).set(password=password).render_as_string(hide_password=False)
+        props["uri"] = uri
+        props["warehouse"] = warehouse_url
+    else:
+        assert config.uri is not None
+        props["uri"] = config.uri
+        credential = ctx.reveal(config.credential, "catalog.credential")
+        token_value = ctx.reveal(config.token, "catalog.token")
+        if credential is not None:
+            props["credential"] = credential
+        if token_value is not None:
+            props["token"] = token_value
+        if config.warehouse is not None:
+            props["warehouse"] = config.warehouse
+    return props
+
+
+def describe_catalog(config: CatalogConfig, ctx: BuildContext) -> str:
+    """The catalog in words for messages, without secrets."""
+    if config.type == "sqlite":
+        path = (
+            ctx.resolve_path(config.path)
+            if config.path is not None
+            else ctx.state_dir / SQLITE_FILE
+        )
+        return f"sqlite catalog {str(path)!r}"
+    if config.type == "sql":
+        from sqlalchemy.engine import make_url
+
+        assert config.uri is not None
+        try:
+            shown = make_url(config.uri).render_as_string(hide_password=True)
+        except Exception:
+            shown = "<unparsable URL>"
+        return f"sql catalog {shown!r}"
+    return f"rest catalog {config.uri!r}"
+
+
+def open_catalog(config: CatalogConfig, ctx: BuildContext, properties: dict[str, str]) -> Catalog:
+    """Connect to the catalog; `IcebergError` (retryable) if it cannot be reached."""
+    where = describe_catalog(config, ctx)
+    try:
+        if config.type == "rest":
+            from pyiceberg.catalog.rest import RestCatalog
+
+            return RestCatalog(config.name, **properties)
+        if config.type == "sqlite":
+            sqlite_dir = (
+                ctx.resolve_path(config.path).parent if config.path is not None else ctx.state_dir
+            )
+            Path(sqlite_dir).mkdir(parents=True, exist_ok=True)
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        # Creating the catalog's own tables races with other writers starting at once.
+        return retrying(
+            lambda: SqlCatalog(config.name, **properties),
+            retry_on=_is_lock_error,
+            attempts=5,
+            backoff=0.05,
+        )
+    except ImportError as exc:
+        raise ConfigError.single(
+            f"sinks.{ctx.sink_name}.config.catalog.type",
+            f"the {config.type} catalog needs a driver that is not installed ({exc.name or exc}); "
+            "install it with: pip install 'hypaware[iceberg]' and the database's driver",
+        ) from exc
+    except Exception as exc:
+        raise IcebergError(f"{where}: cannot open the catalog: {_brief(exc)}") from exc
+
+
+def _is_lock_error(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "database is locked" in text or "database table is locked" in text
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """A lost race with another writer: worth another attempt on fresh metadata."""
+    return isinstance(exc, CommitFailedException) or _is_lock_error(exc)
+
+
+def retrying(
+    fn: Callable[[], T],
+    *,
+    retry_on: Callable[[BaseException], bool],
+    attempts: int,
+    backoff: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """`fn()`, tried up to `attempts` more times while it fails with an error `retry_on` accepts.
+
+    Waits `backoff` seconds, doubling up to 5 s, each with up to 50% jitter so
+    that writers that collided do not collide again in step.
+    """
+    wait = backoff
+    for attempt in range(attempts + 1):
+        try:
+            return fn()
+        except Exception as exc:
+            if attempt == attempts or not retry_on(exc):
+                raise
+            log.debug("retrying after %s (attempt %d of %d)", exc, attempt + 1, attempts)
+            sleep(wait * (1 + random.random() / 2))
+            wait = min(wait * 2, 5.0)
+    raise AssertionError("unreachable")
+
+
+def ensure_namespace(catalog: Catalog, namespace: tuple[str, ...]) -> None:
+    """Create the namespace (and its parents) if missing; another writer doing so is fine."""
+    for depth in range(1, len(namespace) + 1):
+        with contextlib.suppress(NamespaceAlreadyExistsError):
+            catalog.create_namespace_if_not_exists(namespace[:depth])
+
+
+def load_or_create(
+    catalog: Catalog, identifier: tuple[str, ...], create: Callable[[], Table]
+) -> tuple[Table, bool]:
+    """The table, registering it with `create` if it does not exist (True if we did)."""
+    try:
+        return catalog.load_table(identifier), False
+    except NoSuchTableError:
+        pass
+    ensure_namespace(catalog, identifier[:-1])
+    try:
+        return create(), True
+    except TableAlreadyExistsError:
+        # Another writer registered it first: use theirs.
+        return catalog.load_table(identifier), False
+
+
+def _brief(exc: BaseException) -> str:
+    text = str(exc).split("\n", 1)[0].strip()
+    if len(text) > 300:
+        text = text[:300] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,271 @@
+"""A pyiceberg `FileIO` over the sink's blob store (an obstore store plus a root prefix).
+
+pyiceberg builds a FileIO from catalog properties alone (``py-io-impl``), so
+the live store is handed over through a registry of roots: `register_root`
+returns a token that goes into the catalog properties, and `ObstoreFileIO`
+looks its root up by that token. Locations are full URLs under the root's
+URL (``s3://bucket/prefix/ns/table/metadata/...``); anything else is refused,
+so no file is read or written outside the sink's destination.
+
+Errors keep the types pyiceberg relies on: a missing object is a
+`FileNotFoundError` and "already exists" a `FileExistsError` (our
+`NotFoundError` / `AlreadyExistsError` are both).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import threading
+from types import TracebackType
+from typing import Any
+
+import attrs
+import obstore
+from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
+from pyiceberg.typedef import EMPTY_DICT, Properties
+
+from ..errors import StoreError
+from ..store_errors import translate_error
+
+__all__ = [
+    "IO_IMPL",
+    "TOKEN_PROPERTY",
+    "ObstoreFileIO",
+    "StoreRoot",
+    "register_root",
+    "unregister_root",
+]
+
+IO_IMPL = "hypaware.iceberg.fileio.ObstoreFileIO"
+TOKEN_PROPERTY = "hypaware.fileio-root"
+
+# Reads of Parquet column chunks are large and few; metadata files are small.
+_READ_BUFFER = 4 * 1024 * 1024
+
+
+@attrs.frozen
+class StoreRoot:
+    """An obstore store, the key prefix of the sink's root in it, and that root's URL."""
+
+    store: Any
+    prefix: str
+    url: str
+    label: str
+
+    def key(self, location: str) -> str:
+        """The store key for a location under `url`; `StoreError` for any other location."""
+        base = self.url.rstrip("/")
+        if not location.startswith(base + "/"):
+            raise StoreError(
+                f"{self.label}: location {location!r} is outside the destination {self.url!r}",
+                path=location,
+            )
+        rest = location[len(base) + 1 :]
+        if not rest or rest.startswith("/") or any(p in ("", ".", "..") for p in rest.split("/")):
+            raise StoreError(f"{self.label}: location {location!r} is not a plain path")
+        return f"{self.prefix}/{rest}" if self.prefix else rest
+
+
+_ROOTS: dict[str, StoreRoot] = {}
+_LOCK = threading.Lock()
+_COUNTER = itertools.count(1)
+
+
+def register_root(root: StoreRoot) -> str:
+    """Make `root` reachable from catalog properties; returns the token to put there."""
+    with _LOCK:
+        token = f"root-{next(_COUNTER)}"
+        _ROOTS[token] = root
+    return token
+
+
+def unregister_root(token: str) -> None:
+    with _LOCK:
+        _ROOTS.pop(token, None)
+
+
+class _Reader:
+    """A seekable binary stream over one object, reading ranges on demand."""
+
+    def __init__(self, root: StoreRoot, location: str, key: str, size: int | None) -> None:
+        self._location = location
+        self._root = root
+        try:
+            self._file = obstore.open_reader(root.store, key, buffer_size=_READ_BUFFER, size=size)
+        except Exception as exc:
+            raise translate_error(exc, label=root.label, op="read", path=location) from exc
+        self.closed = False
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            if size is None or size < 0:
+                return self._file.readall().to_bytes()
+            return self._file.read(size).to_bytes()
+        except Exception as exc:
+            raise translate_error(
+                exc, label=self._root.label, op="read", path=self._location
+            ) from exc
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return int(self._file.seek(offset, whence))
+
+    def tell(self) -> int:
+        return int(self._file.tell())
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._file.close()
+
+    def __enter__(self) -> _Reader:
+        return self
+
+    def __exit__(
+        self,
+        exctype: type[BaseException] | None,
+        excinst: BaseException | None,
+        exctb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class _Writer:
+    """Buffers a small object (metadata, manifests) and puts it whole on close."""
+
+    def __init__(self, root: StoreRoot, location: str, key: str, overwrite: bool) -> None:
+        self._root = root
+        self._location = location
+        self._key = key
+        self._overwrite = overwrite
+        self._buffer = io.BytesIO()
+        self.closed = False
+
+    def write(self, b: bytes) -> int:
+        return self._buffer.write(b)
+
+    def tell(self) -> int:
+        return self._buffer.tell()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        op = "write" if self._overwrite else "create"
+        try:
+            obstore.put(
+                self._root.store,
+                self._key,
+                self._buffer.getvalue(),
+                mode="overwrite" if self._overwrite else "create",
+            )
+        except Exception as exc:
+            raise translate_error(exc, label=self._root.label, op=op, path=self._location) from exc
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(
+        self,
+        exctype: type[BaseException] | None,
+        excinst: BaseException | None,
+        exctb: TracebackType | None,
+    ) -> None:
+        if exctype is None:
+            self.close()
+        else:
+            self.closed = True  # an object half-written by a failed producer is never put
+
+
+class ObstoreInputFile(InputFile):
+    def __init__(self, root: StoreRoot, location: str) -> None:
+        super().__init__(location)
+        self._root = root
+        self._key = root.key(location)
+        self._size: int | None = None
+
+    def __len__(self) -> int:
+        if self._size is None:
+            try:
+                self._size = int(obstore.head(self._root.store, self._key)["size"])
+            except Exception as exc:
+                raise translate_error(
+                    exc, label=self._root.label, op="read", path=self.location
+                ) from exc
+        return self._size
+
+    def exists(self) -> bool:
+        try:
+            len(self)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def open(self, seekable: bool = True) -> InputStream:
+        return _Reader(self._root, self.location, self._key, self._size)
+
+
+class ObstoreOutputFile(OutputFile):
+    def __init__(self, root: StoreRoot, location: str) -> None:
+        super().__init__(location)
+        self._root = root
+        self._key = root.key(location)
+
+    def __len__(self) -> int:
+        return len(self.to_input_file())
+
+    def exists(self) -> bool:
+        return self.to_input_file().exists()
+
+    def to_input_file(self) -> ObstoreInputFile:
+        return ObstoreInputFile(self._root, self.location)
+
+    def create(self, overwrite: bool = False) -> OutputStream:
+        return _Writer(self._root, self.location, self._key, overwrite)
+
+
+class ObstoreFileIO(FileIO):
+    """pyiceberg's FileIO over a registered `StoreRoot` (see `register_root`)."""
+
+    def __init__(self, properties: Properties = EMPTY_DICT) -> None:
+        super().__init__(properties)
+        token = properties.get(TOKEN_PROPERTY)
+        with _LOCK:
+            root = _ROOTS.get(token) if token else None
+        if root is None:
+            raise ValueError(
+                f"ObstoreFileIO needs the {TOKEN_PROPERTY!r} property naming a registered "
+                "store root; it is created by @hypaware/format-iceberg"
+            )
+        self.root = root
+
+    def new_input(self, location: str) -> InputFile:
+        return ObstoreInputFile(self.root, location)
+
+    def new_output(self, location: str) -> OutputFile:
+        return ObstoreOutputFile(self.root, location)
+
+    def delete(self, location: str | InputFile | OutputFile) -> None:
+        path = location if isinstance(location, str) else location.location
+        key = self.root.key(path)
+        try:
+            obstore.delete(self.root.store, key)
+        except FileNotFoundError:
+            return
+        except Exception as exc:
+            error = translate_error(exc, label=self.root.label, op="delete", path=path)
+            if isinstance(error, FileNotFoundError):
+                return
+            raise error from exc

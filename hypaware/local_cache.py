@@ -1,0 +1,900 @@
+"""`LocalCache`: the embedded cache, Arrow chunks and Parquet segments under a directory.
+
+Layout of one dataset::
+
+    <root>/<dataset>/dataset.json            the DatasetInfo (schema as Arrow IPC)
+    <root>/<dataset>/seq                     the last seq handed out
+    <root>/<dataset>/open/<key>/*.arrow      appended rows, one Arrow IPC file per append
+    <root>/<dataset>/sealing/<seq>-<key>/    chunks claimed by a seal that is in progress
+    <root>/<dataset>/sealed/<seq>-<key>.parquet   sealed partitions, immutable
+
+Every file appears by rename after an fsync, so a reader never sees half a
+file and a crash never damages a finished one. A seal first moves the open
+chunk directory to ``sealing/`` under its new seq (the commit point: from
+then on those rows belong to that seq) and then writes the segment; a seal
+cut short by a crash is finished by the next writer. Readers list no
+partition at or past a seq that is still being sealed, so a high-water taken
+from a listing never skips a partition.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import functools
+import hashlib
+import itertools
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .cache import ExportFloor, RetentionReport
+from .errors import CacheError
+from .types import DatasetInfo, PartitionRef
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .config import HypawareConfig
+
+__all__ = ["LocalCache", "LocalCacheStats"]
+
+log = logging.getLogger(__name__)
+
+_DATASET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_SEGMENT = re.compile(r"^(\d{12})-([A-Za-z0-9_-]+)\.parquet$")
+_SEALING = re.compile(r"^(\d{12})-([A-Za-z0-9_-]+)$")
+_GRAINS: dict[str, tuple[str, timedelta]] = {
+    "minute": ("%Y%m%dT%H%M", timedelta(minutes=1)),
+    "hour": ("%Y%m%dT%H", timedelta(hours=1)),
+    "day": ("%Y%m%d", timedelta(days=1)),
+}
+_META = "hypaware.segment"
+_chunk_counter = itertools.count()
+
+
+@attrs.define
+class LocalCacheStats:
+    """Counters of things the cache skipped or was forced to do; never reset."""
+
+    corrupt_segments: int = 0
+    unreadable_datasets: int = 0
+    missing_root: int = 0
+    io_errors: int = 0
+    dropped_partitions: int = 0
+    forced_drops: int = 0
+    recovered_seals: int = 0
+
+
+@attrs.frozen
+class _Segment:
+    seq: int
+    id: str
+    path: Path
+    row_count: int
+    byte_size: int
+    min_time: datetime | None
+    max_time: datetime | None
+    sealed_at: datetime
+
+
+class LocalCache:
+    """A cache in a local directory.
+
+    - `retention`: sealed partitions older than this (by seal time) are
+      dropped once every sink that receives them has exported them; None
+      keeps them. Default 7 days.
+    - `max_bytes`, `max_age`: hard caps. Past them the oldest partitions go
+      even if some sink has not exported them; each such drop is logged as a
+      warning and counted in ``stats.forced_drops``. Default: no cap.
+    - `fsync`: make every file durable before it is renamed into place
+      (default True; switch off only for throwaway caches).
+    - `clock`: the time source for seal times and retention (UTC).
+
+    Appends and seals of one dataset are serialised with a lock file, so
+    several processes may write the same cache.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        retention: timedelta | None = timedelta(days=7),
+        max_bytes: int | None = None,
+        max_age: timedelta | None = None,
+        fsync: bool = True,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.retention = retention
+        self.max_bytes = max_bytes
+        self.max_age = max_age
+        self.fsync = fsync
+        self.stats = LocalCacheStats()
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._infos: dict[str, DatasetInfo] = {}
+        self._segments: dict[Path, _Segment] = {}
+        self._bad: set[Path] = set()
+        self._warned_missing = False
+
+    @classmethod
+    def from_config(cls, config: HypawareConfig) -> LocalCache:
+        """The cache a loaded configuration describes (``cache`` section)."""
+        cache = config.cache
+        return cls(
+            config.cache_path,
+            retention=_hours(cache.retention_hours),
+            max_bytes=cache.max_bytes,
+            max_age=_hours(cache.max_age_hours),
+        )
+
+    def __repr__(self) -> str:
+        return f"LocalCache({str(self.path)!r})"
+
+    # ------------------------------------------------------------ datasets
+
+    def define_dataset(self, info: DatasetInfo) -> DatasetInfo:
+        """Create `info.name`, or check that it already exists with the same description.
+
+        Raises `CacheError` when the dataset exists with a different schema or
+        partitioning, or when the directory cannot be written.
+        """
+        _check_dataset_name(info.name)
+        if info.time_grain is not None and info.time_grain not in _GRAINS:
+            raise CacheError(
+                f"dataset {info.name!r}: time_grain {info.time_grain!r} is not one of "
+                f"{', '.join(_GRAINS)} or None"
+            )
+        existing = self._load_info(info.name, quiet=True)
+        if existing is not None:
+            if existing != info:
+                raise CacheError(
+                    f"dataset {info.name!r} already exists in {self.path} with a different "
+                    "schema or partitioning"
+                )
+            return existing
+        directory = self.path / info.name
+        try:
+            for sub in ("open", "sealing", "sealed"):
+                (directory / sub).mkdir(parents=True, exist_ok=True)
+            self._atomic_write(directory / "dataset.json", _dump_info(info))
+        except OSError as exc:
+            raise CacheError(f"cannot create dataset {info.name!r} in {self.path}: {exc}") from exc
+        self._infos[info.name] = info
+        return info
+
+    def has_dataset(self, name: str) -> bool:
+        """Whether `name` is defined (quietly False when the cache directory is missing)."""
+        return self._load_info(name, quiet=True) is not None
+
+    def datasets(self) -> Sequence[DatasetInfo]:
+        if not self.path.is_dir():
+            if not self._warned_missing:
+                self._warned_missing = True
+                self.stats.missing_root += 1
+                log.warning(
+                    "cache directory %s does not exist; no datasets to export",
+                    self.path,
+                    extra={"cache_path": str(self.path)},
+                )
+            return []
+        out = []
+        try:
+            names = sorted(p.name for p in self.path.iterdir() if p.is_dir())
+        except OSError as exc:
+            raise CacheError(f"cannot list cache directory {self.path}: {exc}") from exc
+        for name in names:
+            info = self._load_info(name)
+            if info is not None:
+                out.append(info)
+        return out
+
+    def dataset(self, name: str) -> DatasetInfo:
+        """The description of dataset `name`; `CacheError` if there is none."""
+        info = self._load_info(name, quiet=True)
+        if info is None:
+            raise CacheError(f"the cache at {self.path} has no dataset {name!r}")
+        return info
+
+    def _load_info(self, name: str, *, quiet: bool = False) -> DatasetInfo | None:
+        if name in self._infos:
+            return self._infos[name]
+        path = self.path / name / "dataset.json"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._unreadable(name, path, exc, quiet)
+            return None
+        try:
+            info = _load_info_text(text)
+        except (ValueError, KeyError, TypeError) as exc:
+            self._unreadable(name, path, exc, quiet)
+            return None
+        self._infos[name] = info
+        return info
+
+    def _unreadable(self, name: str, path: Path, exc: BaseException, quiet: bool) -> None:
+        if quiet:
+            return
+        self.stats.unreadable_datasets += 1
+        log.warning(
+            "cache dataset %r skipped: cannot read %s: %s",
+            name,
+            path,
+            exc,
+            extra={"dataset": name, "cache_path": str(path)},
+        )
+
+    # -------------------------------------------------------------- writes
+
+    def append(
+        self,
+        dataset: str,
+        data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch] | Iterable[Mapping[str, Any]],
+    ) -> int:
+        """Add rows to `dataset`; they become exportable when sealed. Returns the row count.
+
+        `data` is an Arrow table, a record batch, record batches, or dicts
+        (one per row). Columns are matched by name and cast to the dataset's
+        schema. Rows are durable when this returns. Raises `CacheError` for
+        rows that do not fit the schema (naming the column) or a cache that
+        cannot be written.
+        """
+        import pyarrow as pa
+
+        info = self.dataset(dataset)
+        table = _conform(info, _to_table(info, data, pa))
+        if table.num_rows == 0:
+            return 0
+        directory = self.path / dataset
+        with self._lock(dataset):
+            touched: list[Path] = []
+            try:
+                for key, part in _split_by_key(info, table):
+                    keydir = directory / "open" / _key_dir(key)
+                    keydir.mkdir(parents=True, exist_ok=True)
+                    if not (keydir / "key.json").exists():
+                        self._atomic_write(
+                            keydir / "key.json", json.dumps(key).encode(), sync_dir=False
+                        )
+                    name = f"{time.time_ns():020d}-{os.getpid()}-{next(_chunk_counter):06d}.arrow"
+                    write = functools.partial(_write_ipc, table=part)
+                    self._atomic_write_with(keydir / name, write, sync_dir=False)
+                    touched.append(keydir)
+                # One fsync per directory instead of one per file.
+                for keydir in touched:
+                    self._sync_dir(keydir)
+                self._sync_dir(directory / "open")
+            except OSError as exc:
+                raise CacheError(
+                    f"cannot append to dataset {dataset!r} in {self.path}: {exc}"
+                ) from exc
+        return int(table.num_rows)
+
+    def seal(
+        self, dataset: str | None = None, *, before: datetime | None = None
+    ) -> list[PartitionRef]:
+        """Seal the open partitions of `dataset` (default: every dataset).
+
+        With `before`, only partitions whose time bucket ends at or before it
+        are sealed (partitions without a time grain are always sealed). Each
+        sealed partition gets the next seq of its dataset. Returns them.
+        """
+        names = [dataset] if dataset is not None else [d.name for d in self.datasets()]
+        sealed: list[PartitionRef] = []
+        for name in names:
+            info = self.dataset(name)
+            with self._lock(name):
+                self._recover(name)
+                sealed.extend(self._seal_locked(info, before))
+        return sealed
+
+    def _seal_locked(self, info: DatasetInfo, before: datetime | None) -> list[PartitionRef]:
+        directory = self.path / info.name
+        try:
+            keydirs = sorted(p for p in (directory / "open").iterdir() if p.is_dir())
+        except FileNotFoundError:
+            return []
+        claimed: list[Path] = []
+        try:
+            # Claim every partition first (one directory fsync for all of them), then
+            # write the segments: fsyncs per seal stay few whatever the partition count.
+            seq = self._next_seq(info.name)
+            for keydir in keydirs:
+                if not any(keydir.glob("*.arrow")):
+                    shutil.rmtree(keydir, ignore_errors=True)
+                    continue
+                if before is not None and not _bucket_closed(keydir, info, before):
+                    continue
+                target = directory / "sealing" / f"{seq:012d}-{keydir.name}"
+                target.parent.mkdir(exist_ok=True)
+                os.rename(keydir, target)
+                claimed.append(target)
+                seq += 1
+            if not claimed:
+                return []
+            self._sync_dir(directory / "sealing")
+            self._sync_dir(directory / "open")
+            self._atomic_write(directory / "seq", str(seq - 1).encode())
+            return [self._ref(info, s) for s in self._finish_seals(info, claimed)]
+        except OSError as exc:
+            raise CacheError(f"cannot seal dataset {info.name!r} in {self.path}: {exc}") from exc
+
+    def _finish_seals(self, info: DatasetInfo, claimed: Sequence[Path]) -> list[_Segment]:
+        """Write the segments of claimed partitions, then release the claims in seq order."""
+        finals = [self._write_segment(info, sealing) for sealing in claimed]
+        if finals:
+            self._sync_dir(finals[0].parent)
+        segments = []
+        for sealing, final in zip(claimed, finals, strict=True):
+            shutil.rmtree(sealing)
+            segment = self._segment(final)
+            if segment is None:
+                raise CacheError(f"segment {final} was written but cannot be read back")
+            segments.append(segment)
+        if claimed:
+            self._sync_dir(claimed[0].parent)
+        return segments
+
+    def _write_segment(self, info: DatasetInfo, sealing: Path) -> Path:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        match = _SEALING.match(sealing.name)
+        assert match is not None
+        seq = int(match.group(1))
+        final = sealing.parent.parent / "sealed" / f"{sealing.name}.parquet"
+        if final.exists():
+            return final
+        sealed_at = self._clock()
+        rows = 0
+        lo: Any = None
+        hi: Any = None
+        tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
+        with pq.ParquetWriter(tmp, info.schema, compression="zstd") as writer:
+            for chunk in sorted(sealing.glob("*.arrow")):
+                with pa.memory_map(str(chunk)) as source:
+                    table = pa.ipc.open_file(source).read_all()
+                if table.num_rows == 0:
+                    continue
+                writer.write_table(table)
+                rows += table.num_rows
+                mm = pc.min_max(table.column(info.time_column))
+                lo = _min(lo, mm["min"].as_py())
+                hi = _max(hi, mm["max"].as_py())
+            key_file = sealing / "key.json"
+            key = json.loads(key_file.read_text()) if key_file.exists() else {}
+            doc = {
+                "seq": seq,
+                "key": key,
+                "rows": rows,
+                "sealed_at": sealed_at.isoformat(),
+                "min_time": _iso(lo),
+                "max_time": _iso(hi),
+            }
+            writer.add_key_value_metadata({_META: json.dumps(doc)})
+        if self.fsync:
+            _fsync_file(tmp)
+        os.rename(tmp, final)
+        return final
+
+    def _next_seq(self, dataset: str) -> int:
+        directory = self.path / dataset
+        seqs = [self._counter(dataset)]
+        for sub, pattern in (("sealed", _SEGMENT), ("sealing", _SEALING)):
+            with contextlib.suppress(FileNotFoundError):
+                for entry in os.listdir(directory / sub):
+                    m = pattern.match(entry)
+                    if m:
+                        seqs.append(int(m.group(1)))
+        return max(seqs) + 1
+
+    def _counter(self, dataset: str) -> int:
+        try:
+            return int((self.path / dataset / "seq").read_text().strip() or 0)
+        except FileNotFoundError:
+            return 0
+        except ValueError as exc:
+            raise CacheError(f"seq counter of dataset {dataset!r} is corrupt: {exc}") from exc
+
+    def _recover(self, dataset: str) -> None:
+        """Finish seals cut short by a crash and remove half-written temp files."""
+        directory = self.path / dataset
+        info = self.dataset(dataset)
+        for sub in ("sealed", "open"):
+            for tmp in _walk_temps(directory / sub):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            pending = sorted(
+                directory / "sealing" / e
+                for e in os.listdir(directory / "sealing")
+                if _SEALING.match(e)
+            )
+            if pending:
+                self._finish_seals(info, pending)
+                self.stats.recovered_seals += len(pending)
+                log.info(
+                    "cache dataset %r: finished %d interrupted seals",
+                    dataset,
+                    len(pending),
+                    extra={"dataset": dataset},
+                )
+
+    def recover(self) -> None:
+        """Finish interrupted seals of every dataset now (writers also do it on their own)."""
+        for info in self.datasets():
+            with self._lock(info.name):
+                self._recover(info.name)
+
+    # --------------------------------------------------------------- reads
+
+    def ready_partitions(self, dataset: str, *, after: int = 0) -> Sequence[PartitionRef]:
+        info = self.dataset(dataset)
+        directory = self.path / dataset
+        pending: int | None = None
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.listdir(directory / "sealing"):
+                m = _SEALING.match(entry)
+                if m:
+                    seq = int(m.group(1))
+                    pending = seq if pending is None else min(pending, seq)
+        try:
+            entries = os.listdir(directory / "sealed")
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise CacheError(f"cannot list sealed partitions of {dataset!r}: {exc}") from exc
+        found: list[tuple[int, str]] = []
+        for entry in entries:
+            m = _SEGMENT.match(entry)
+            if m is None:
+                continue
+            seq = int(m.group(1))
+            if seq > after and (pending is None or seq < pending):
+                found.append((seq, entry))
+        out = []
+        for _seq, entry in sorted(found):
+            segment = self._segment(directory / "sealed" / entry)
+            if segment is not None:
+                out.append(self._ref(info, segment))
+        return out
+
+    def partition(self, dataset: str, partition_id: str) -> PartitionRef | None:
+        info = self.dataset(dataset)
+        path = self.path / dataset / "sealed" / f"{partition_id}.parquet"
+        if not _SEGMENT.match(path.name) or not path.exists():
+            return None
+        segment = self._segment(path)
+        return None if segment is None else self._ref(info, segment)
+
+    def _segment(self, path: Path) -> _Segment | None:
+        cached = self._segments.get(path)
+        if cached is not None:
+            return cached
+        if path in self._bad:
+            return None
+        import pyarrow.parquet as pq
+
+        try:
+            meta = pq.read_metadata(path)
+            raw = (meta.metadata or {}).get(_META.encode())
+            if raw is None:
+                raise ValueError("no hypaware segment metadata")
+            doc = json.loads(raw)
+            size = path.stat().st_size
+            segment = _Segment(
+                seq=int(doc["seq"]),
+                id=path.name.removesuffix(".parquet"),
+                path=path,
+                row_count=int(meta.num_rows),
+                byte_size=size,
+                min_time=_parse_iso(doc.get("min_time")),
+                max_time=_parse_iso(doc.get("max_time")),
+                sealed_at=_parse_iso(doc["sealed_at"]) or datetime.fromtimestamp(0, UTC),
+            )
+        except FileNotFoundError:
+            return None
+        except Exception as exc:  # any unreadable footer is the same fault: a corrupt segment
+            self._bad.add(path)
+            self.stats.corrupt_segments += 1
+            log.warning(
+                "cache segment %s skipped: it is corrupt (%s: %s)",
+                path,
+                type(exc).__name__,
+                exc,
+                extra={"cache_path": str(path), "dataset": path.parent.parent.name},
+            )
+            return None
+        self._segments[path] = segment
+        return segment
+
+    def _ref(self, info: DatasetInfo, segment: _Segment) -> PartitionRef:
+        path = segment.path
+        schema = info.schema
+
+        def opener() -> pa.RecordBatchReader:
+            return _open_segment(path, schema)
+
+        return PartitionRef(
+            id=segment.id,
+            dataset=info.name,
+            seq=segment.seq,
+            row_count=segment.row_count,
+            min_time=segment.min_time,
+            max_time=segment.max_time,
+            byte_size=segment.byte_size,
+            opener=opener,
+        )
+
+    # ----------------------------------------------------------- retention
+
+    def enforce_retention(
+        self, floors: Mapping[str, ExportFloor], *, now: datetime | None = None
+    ) -> RetentionReport:
+        now = now or self._clock()
+        candidates: list[tuple[_Segment, str, bool]] = []
+        for info in self.datasets():
+            floor = floors.get(info.name)
+            for entry in self._all_segments(info.name):
+                needed = floor is not None and floor.needs(self._ref(info, entry))
+                candidates.append((entry, info.name, needed))
+        drop: dict[Path, tuple[_Segment, str, bool]] = {}
+        for seg, ds, needed in candidates:
+            age = now - seg.sealed_at
+            hard = self.max_age is not None and age > self.max_age
+            soft = self.retention is not None and age > self.retention and not needed
+            if hard or soft:
+                drop[seg.path] = (seg, ds, needed)
+        if self.max_bytes is not None:
+            kept = [c for c in candidates if c[0].path not in drop]
+            total = sum(c[0].byte_size for c in kept)
+            # Unneeded partitions go first, oldest first; needed ones only if that is not enough.
+            for seg, ds, needed in sorted(kept, key=lambda c: (c[2], c[0].sealed_at, c[0].seq)):
+                if total <= self.max_bytes:
+                    break
+                drop[seg.path] = (seg, ds, needed)
+                total -= seg.byte_size
+        dropped: list[str] = []
+        forced: list[str] = []
+        freed = 0
+        for seg, ds, needed in sorted(drop.values(), key=lambda c: (c[1], c[0].seq)):
+            try:
+                with self._lock(ds):
+                    self._raise_counter(ds)
+                    seg.path.unlink()
+                    self._sync_dir(seg.path.parent)
+            except FileNotFoundError:
+                pass
+            except (OSError, CacheError) as exc:
+                self.stats.io_errors += 1
+                log.warning(
+                    "cache retention could not drop %s: %s",
+                    seg.path,
+                    exc,
+                    extra={"dataset": ds, "cache_path": str(seg.path)},
+                )
+                continue
+            self._segments.pop(seg.path, None)
+            self.stats.dropped_partitions += 1
+            dropped.append(f"{ds}/{seg.id}")
+            freed += seg.byte_size
+            if needed:
+                self.stats.forced_drops += 1
+                forced.append(f"{ds}/{seg.id}")
+                log.warning(
+                    "cache retention dropped partition %s/%s before every sink exported it "
+                    "(hard cap reached)",
+                    ds,
+                    seg.id,
+                    extra={"dataset": ds, "partition": seg.id},
+                )
+        return RetentionReport(tuple(dropped), tuple(forced), freed)
+
+    def _all_segments(self, dataset: str) -> list[_Segment]:
+        try:
+            entries = sorted(os.listdir(self.path / dataset / "sealed"))
+        except OSError:
+            return []
+        out = []
+        for entry in entries:
+            if _SEGMENT.match(entry):
+                seg = self._segment(self.path / dataset / "sealed" / entry)
+                if seg is not None:
+                    out.append(seg)
+        return out
+
+    def _raise_counter(self, dataset: str) -> None:
+        # Seqs are never reused: the counter must cover a segment before the segment goes.
+        highest = self._next_seq(dataset) - 1
+        if highest > self._counter(dataset):
+            self._atomic_write(self.path / dataset / "seq", str(highest).encode())
+
+    # ------------------------------------------------------------- helpers
+
+    @contextlib.contextmanager
+    def _lock(self, dataset: str) -> Iterator[None]:
+        path = self.path / dataset / ".lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise CacheError(f"cannot write to dataset {dataset!r} in {self.path}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _atomic_write(self, path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+        self._atomic_write_with(path, lambda f: f.write(data), sync_dir=sync_dir)
+
+    def _atomic_write_with(
+        self, path: Path, write: Callable[[Any], object], *, sync_dir: bool = True
+    ) -> None:
+        tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
+        with open(tmp, "wb") as f:
+            write(f)
+            if self.fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.rename(tmp, path)
+        if sync_dir:
+            self._sync_dir(path.parent)
+
+    def _sync_dir(self, path: Path) -> None:
+        if not self.fsync:
+            return
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _hours(value: float | None) -> timedelta | None:
+    return None if value is None else timedelta(hours=value)
+
+
+def _check_dataset_name(name: str) -> None:
+    if not _DATASET_NAME.match(name):
+        raise CacheError(
+            f"dataset name {name!r} is not usable as a directory: use letters, digits, "
+            "'_', '-' and '.', not starting with '.' or '-'"
+        )
+
+
+def _dump_info(info: DatasetInfo) -> bytes:
+    doc = {
+        "name": info.name,
+        "schema": base64.b64encode(info.schema.serialize().to_pybytes()).decode(),
+        "time_column": info.time_column,
+        "lookup_key": info.lookup_key,
+        "partition_by": list(info.partition_by),
+        "time_grain": info.time_grain,
+    }
+    return json.dumps(doc, indent=2).encode()
+
+
+def _load_info_text(text: str) -> DatasetInfo:
+    import pyarrow as pa
+
+    doc = json.loads(text)
+    schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(doc["schema"])))
+    return DatasetInfo(
+        name=doc["name"],
+        schema=schema,
+        time_column=doc["time_column"],
+        lookup_key=doc.get("lookup_key"),
+        partition_by=tuple(doc.get("partition_by") or ()),
+        time_grain=doc.get("time_grain"),
+    )
+
+
+def _to_table(info: DatasetInfo, data: Any, pa: Any) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    items = list(data)
+    if not items:
+        return info.schema.empty_table()
+    if all(isinstance(i, pa.RecordBatch) for i in items):
+        return pa.Table.from_batches(items)
+    if all(isinstance(i, Mapping) for i in items):
+        try:
+            return pa.Table.from_pylist(items, schema=info.schema)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise CacheError(f"rows do not fit dataset {info.name!r}: {exc}") from exc
+    raise CacheError(
+        f"dataset {info.name!r}: append takes an Arrow table, record batches or dicts, "
+        f"got a mix including {type(items[0]).__name__}"
+    )
+
+
+def _conform(info: DatasetInfo, table: pa.Table) -> pa.Table:
+    import pyarrow as pa
+
+    names = set(table.column_names)
+    missing = [n for n in info.schema.names if n not in names]
+    extra = sorted(names - set(info.schema.names))
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing column(s) {', '.join(missing)}")
+        if extra:
+            parts.append(f"unknown column(s) {', '.join(extra)}")
+        raise CacheError(f"rows do not fit dataset {info.name!r}: {'; '.join(parts)}")
+    columns = []
+    for field in info.schema:
+        column = table.column(field.name)
+        try:
+            columns.append(column.cast(field.type) if column.type != field.type else column)
+        except (pa.ArrowException, ValueError) as exc:
+            raise CacheError(
+                f"rows do not fit dataset {info.name!r}: column {field.name!r} is "
+                f"{column.type}, cannot be read as {field.type}: {exc}"
+            ) from exc
+    out = pa.Table.from_arrays(columns, schema=info.schema)
+    if out.column(info.time_column).null_count:
+        raise CacheError(
+            f"rows do not fit dataset {info.name!r}: time column {info.time_column!r} has nulls"
+        )
+    return out
+
+
+def _split_by_key(info: DatasetInfo, table: pa.Table) -> Iterator[tuple[dict[str, Any], pa.Table]]:
+    """Group rows by partition key, keeping each group's rows in arrival order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts: list[Any] = []
+    for column in info.partition_by:
+        text = pc.cast(table.column(column), pa.string())
+        parts.append(pc.fill_null(text, "\x00null"))
+    bucket = None
+    if info.time_grain is not None:
+        fmt, _ = _GRAINS[info.time_grain]
+        ts = table.column(info.time_column)
+        if pa.types.is_timestamp(ts.type) and ts.type.tz not in (None, "UTC"):
+            ts = ts.cast(pa.timestamp(ts.type.unit, tz="UTC"))
+        bucket = pc.strftime(pc.floor_temporal(ts, unit=info.time_grain), format=fmt)
+        parts.append(bucket)
+    if not parts:
+        yield {"partition_by": {}, "bucket": None}, table
+        return
+    keys = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "\x1f")
+    order = pc.sort_indices(keys)
+    ordered = table.take(order)
+    sorted_keys = keys.take(order)
+    counts = pc.value_counts(sorted_keys)
+    sorted_bucket = None if bucket is None else bucket.take(order)
+    offset = 0
+    for item in counts:
+        n = item["counts"].as_py()
+        group = ordered.slice(offset, n)
+        first = {c: group.column(c)[0].as_py() for c in info.partition_by}
+        key = {
+            "partition_by": {c: _jsonable(v) for c, v in first.items()},
+            "bucket": None if sorted_bucket is None else sorted_bucket[offset].as_py(),
+        }
+        yield key, group
+        offset += n
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _key_dir(key: Mapping[str, Any]) -> str:
+    text = json.dumps(key, sort_keys=True)
+    values = [str(v) for v in key["partition_by"].values()]
+    if key.get("bucket"):
+        values.append(str(key["bucket"]))
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "_", "-".join(values)).strip("_")[:48]
+    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
+    return f"{slug}-{digest}" if slug else digest
+
+
+def _bucket_closed(keydir: Path, info: DatasetInfo, before: datetime) -> bool:
+    if info.time_grain is None:
+        return True
+    try:
+        key = json.loads((keydir / "key.json").read_text())
+        fmt, width = _GRAINS[info.time_grain]
+        start = datetime.strptime(key["bucket"], fmt).replace(tzinfo=UTC)
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+    if before.tzinfo is None:
+        before = before.replace(tzinfo=UTC)
+    return start + width <= before
+
+
+def _write_ipc(f: Any, table: pa.Table) -> None:
+    import pyarrow as pa
+
+    with pa.ipc.new_file(f, table.schema) as writer:
+        writer.write_table(table)
+
+
+def _open_segment(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except FileNotFoundError as exc:
+        raise CacheError(f"cache segment {path} is gone (dropped by retention?)") from exc
+    except (pa.ArrowException, OSError) as exc:
+        raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            for batch in pf.iter_batches(batch_size=65536):
+                yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+        finally:
+            pf.close()
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _walk_temps(directory: Path) -> Iterator[Path]:
+    if not directory.is_dir():
+        return
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            if name.startswith(".tmp-"):
+                yield Path(root) / name
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _min(a: Any, b: Any) -> Any:
+    return b if a is None else (a if b is None else min(a, b))
+
+
+def _max(a: Any, b: Any) -> Any:
+    return b if a is None else (a if b is None else max(a, b))
+
+
+def _iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return str(value.isoformat())
+    return str(value)
+
+
+def _parse_iso(value: Any) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -1,0 +1,74 @@
+"""``@hypaware/format-parquet``: Parquet files, written with pyarrow (default) or fastparquet.
+
+This module is light (no pyarrow at import); the encoder lives in
+`hypaware.encoding.parquet`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import attrs
+
+from ..config import positive
+from ..manifest import BLOB_STORE, QUERYABLE, PluginManifest
+
+if TYPE_CHECKING:
+    from ..encoding.parquet import ParquetEncoder
+    from ..resolver import BuildContext
+
+__all__ = ["MANIFEST", "ParquetConfig", "create"]
+
+MiB = 1024 * 1024
+
+ParquetEngine = Literal["pyarrow", "fastparquet"]
+ParquetCompression = Literal["zstd", "snappy", "gzip", "brotli", "lz4", "none"]
+
+
+@attrs.frozen
+class ParquetConfig:
+    """How Parquet files are written. Every key is optional.
+
+    - `engine` (``"pyarrow"`` | ``"fastparquet"``, default ``"pyarrow"``): the
+      library that writes. fastparquet needs ``pip install 'hypaware[fastparquet]'``
+      and writes flat columns only (no lists or structs).
+    - `compression` (``"zstd"`` | ``"snappy"`` | ``"gzip"`` | ``"brotli"`` |
+      ``"lz4"`` | ``"none"``, default ``"zstd"``).
+    - `compression_level` (int, default None: the codec's own default).
+    - `row_group_size` (rows, default 131072): a row group is written when it
+      holds this many rows ...
+    - `row_group_bytes` (bytes, default 128 MiB): ... or this much Arrow data,
+      whichever comes first. Memory while encoding is about one row group.
+    - `target_file_size` (bytes, default 256 MiB): a file is closed after the
+      row group that takes it to this size, and the next rows start a new file.
+    - `dictionary` (bool, default true): dictionary-encode columns.
+    - `statistics` (bool, default true): write min/max/null-count statistics,
+      which readers use to skip row groups.
+    """
+
+    engine: ParquetEngine = "pyarrow"
+    compression: ParquetCompression = "zstd"
+    compression_level: int | None = None
+    row_group_size: int = attrs.field(default=128 * 1024, validator=positive)
+    row_group_bytes: int = attrs.field(default=128 * MiB, validator=positive)
+    target_file_size: int = attrs.field(default=256 * MiB, validator=positive)
+    dictionary: bool = True
+    statistics: bool = True
+
+
+def create(config: ParquetConfig | None, ctx: BuildContext | None = None) -> ParquetEncoder:
+    """Factory: the encoder for `config` (defaults when None)."""
+    from ..encoding.parquet import ParquetEncoder
+
+    return ParquetEncoder(config or ParquetConfig())
+
+
+MANIFEST = PluginManifest(
+    name="@hypaware/format-parquet",
+    kind="encoder",
+    factory="hypaware.plugins.format_parquet:create",
+    requires={BLOB_STORE},
+    supports={QUERYABLE},
+    config_class=ParquetConfig,
+    description="Parquet files (pyarrow or fastparquet), queryable in place",
+)

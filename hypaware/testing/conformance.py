@@ -1,0 +1,281 @@
+"""The conformance suite: prove that a sink or a blob store keeps hypaware's contracts.
+
+Subclass `SinkContract` or `BlobStoreContract` in a test module (the class
+name must start with ``Test`` for pytest to collect it) and say how to build
+the object under test; every check becomes a test::
+
+    from hypaware.testing.conformance import SinkContract
+
+    class TestMySink(SinkContract):
+        def make_sink(self, target):
+            return MySink(target / "out")
+
+        def read_rows(self, target, dataset):
+            return read_back(target / "out", dataset.name)
+
+`target` is a fixture, by default pytest's ``tmp_path``; override it to hand
+the factory anything the destination needs (a server, a bucket). The suite
+needs pytest and pytest-asyncio.
+
+The same checks run without pytest through `run_sink_checks` /
+`run_store_checks`, which return one `CheckOutcome` per check. A failing
+check says which promise was broken, e.g. ``re-exporting batch 'b1'
+(attempt 2, same sink) duplicated 10 rows (...): export_batch must be
+idempotent per batch_id (...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any, ClassVar, Literal, TypeVar
+
+import attrs
+import pytest
+
+from ..contracts import BlobStore, Sink
+from ..types import DatasetInfo
+from .promises import CheckSkipped, ContractViolation, Promise
+from .sink_checks import SINK_CHECKS, SinkHarness
+from .store_checks import STORE_CHECKS, StoreHarness
+
+__all__ = [
+    "BlobStoreContract",
+    "CheckOutcome",
+    "CheckSkipped",
+    "ContractViolation",
+    "Promise",
+    "SinkContract",
+    "SinkHarness",
+    "StoreHarness",
+    "run_sink_checks",
+    "run_store_checks",
+]
+
+H = TypeVar("H")
+
+
+@attrs.frozen
+class CheckOutcome:
+    """The result of one check: ``passed``, ``failed`` (with the message) or ``skipped``."""
+
+    name: str
+    status: Literal["passed", "failed", "skipped"]
+    message: str = ""
+    promise: Promise | None = None
+
+
+async def _run(
+    checks: Mapping[str, Callable[[H], Awaitable[None]]], harness: H, only: Iterable[str] | None
+) -> list[CheckOutcome]:
+    names = list(checks) if only is None else list(only)
+    unknown = [n for n in names if n not in checks]
+    if unknown:
+        raise ValueError(f"unknown checks {unknown}; known: {sorted(checks)}")
+    outcomes: list[CheckOutcome] = []
+    for name in names:
+        try:
+            await checks[name](harness)
+        except ContractViolation as exc:
+            outcomes.append(CheckOutcome(name, "failed", str(exc), exc.promise))
+        except CheckSkipped as exc:
+            outcomes.append(CheckOutcome(name, "skipped", str(exc)))
+        else:
+            outcomes.append(CheckOutcome(name, "passed"))
+    return outcomes
+
+
+async def run_sink_checks(
+    harness: SinkHarness, only: Iterable[str] | None = None
+) -> list[CheckOutcome]:
+    """Run the sink checks (all, or those named in `only`) against `harness`.
+
+    A check whose harness itself is broken (e.g. `read_rows` returns rows
+    without ``row_id``) raises `AssertionError` rather than reporting.
+    """
+    return await _run(SINK_CHECKS, harness, only)
+
+
+async def run_store_checks(
+    harness: StoreHarness, only: Iterable[str] | None = None
+) -> list[CheckOutcome]:
+    """Run the blob store checks (all, or those named in `only`) against `harness`."""
+    return await _run(STORE_CHECKS, harness, only)
+
+
+async def _as_test(check: Callable[[H], Awaitable[None]], harness: H) -> None:
+    try:
+        await check(harness)
+    except CheckSkipped as exc:
+        pytest.skip(str(exc))
+
+
+def _overrides(obj: object, base: type, name: str) -> bool:
+    return getattr(type(obj), name) is not getattr(base, name)
+
+
+class SinkContract:
+    """Base class of a sink's conformance tests.
+
+    Implement `make_sink`; implement `read_rows` so rows can be counted (the
+    idempotence checks are skipped without it); optionally `stall`,
+    `local_root`, and the class attributes `secrets`, `close_timeout`.
+    """
+
+    #: Secret values the sink is configured with; none may leak.
+    secrets: ClassVar[Sequence[str]] = ()
+    #: Seconds `close()` (and an export it interrupts) may take.
+    close_timeout: ClassVar[float] = 5.0
+    #: Seconds one healthy `export_batch` may take.
+    export_timeout: ClassVar[float] = 60.0
+
+    @pytest.fixture
+    def target(self, tmp_path: Path) -> Any:
+        """What `make_sink` and `read_rows` receive; override to start a server."""
+        return tmp_path
+
+    def make_sink(self, target: Any) -> Sink | Awaitable[Sink]:
+        """A new sink writing to `target`. Every call must reach the same destination."""
+        raise NotImplementedError(f"{type(self).__name__} must implement make_sink(target)")
+
+    def read_rows(
+        self, target: Any, dataset: DatasetInfo
+    ) -> Iterable[Mapping[str, Any]] | Awaitable[Iterable[Mapping[str, Any]]]:
+        """Every row of `dataset` at the destination, each with ``row_id`` and ``value``."""
+        raise NotImplementedError
+
+    def stall(self, target: Any) -> AbstractAsyncContextManager[Any] | None:
+        """A context during which the destination holds exports in a wait, or None."""
+        return None
+
+    def local_root(self, target: Any) -> Path | None:
+        """The directory all local files of the sink live under, if it writes local files."""
+        return None
+
+    def harness(self, target: Any) -> SinkHarness:
+        """The `SinkHarness` for `target`, built from this class's methods."""
+        read_rows = None
+        if _overrides(self, SinkContract, "read_rows"):
+
+            def read_rows(dataset: DatasetInfo) -> Any:
+                return self.read_rows(target, dataset)
+
+        stall = None
+        if _overrides(self, SinkContract, "stall"):
+
+            def stall() -> AbstractAsyncContextManager[Any]:
+                cm = self.stall(target)
+                if cm is None:
+                    raise CheckSkipped("stall() returned None for this target")
+                return cm
+
+        return SinkHarness(
+            make_sink=lambda: self.make_sink(target),
+            read_rows=read_rows,
+            stall=stall,
+            local_root=self.local_root(target),
+            secrets=tuple(self.secrets),
+            close_timeout=self.close_timeout,
+            export_timeout=self.export_timeout,
+        )
+
+    @pytest.mark.asyncio
+    async def test_exports_every_partition(self, target: Any) -> None:
+        await _as_test(SINK_CHECKS["exports_every_partition"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_reexport_is_idempotent(self, target: Any) -> None:
+        await _as_test(SINK_CHECKS["reexport_is_idempotent"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_partition_failure_is_reported(self, target: Any) -> None:
+        await _as_test(SINK_CHECKS["partition_failure_is_reported"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_export_after_close_raises(self, target: Any) -> None:
+        await _as_test(SINK_CHECKS["export_after_close_raises"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_close_is_idempotent(self, target: Any) -> None:
+        await _as_test(SINK_CHECKS["close_is_idempotent"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_close_during_export_is_prompt(self, target: Any) -> None:
+        await _as_test(SINK_CHECKS["close_during_export_is_prompt"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_close_aborts_wait(self, target: Any) -> None:
+        await _as_test(SINK_CHECKS["close_aborts_wait"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_hostile_names_stay_under_root(self, target: Any) -> None:
+        await _as_test(SINK_CHECKS["hostile_names_stay_under_root"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_no_secrets_in_reprs(self, target: Any) -> None:
+        await _as_test(SINK_CHECKS["no_secrets_in_reprs"], self.harness(target))
+
+
+class BlobStoreContract:
+    """Base class of a blob store's conformance tests.
+
+    Implement `make_store`; optionally `local_root` and the class attributes
+    `secrets` and `close_timeout`.
+    """
+
+    secrets: ClassVar[Sequence[str]] = ()
+    close_timeout: ClassVar[float] = 5.0
+
+    @pytest.fixture
+    def target(self, tmp_path: Path) -> Any:
+        """What `make_store` receives; override to start a server."""
+        return tmp_path
+
+    def make_store(self, target: Any) -> BlobStore | Awaitable[BlobStore]:
+        """A new store rooted in `target`. Every call must reach the same root."""
+        raise NotImplementedError(f"{type(self).__name__} must implement make_store(target)")
+
+    def local_root(self, target: Any) -> Path | None:
+        """The local directory the store's root maps to, if it is on local disk."""
+        return None
+
+    def harness(self, target: Any) -> StoreHarness:
+        return StoreHarness(
+            make_store=lambda: self.make_store(target),
+            local_root=self.local_root(target),
+            secrets=tuple(self.secrets),
+            close_timeout=self.close_timeout,
+        )
+
+    @pytest.mark.asyncio
+    async def test_roundtrip(self, target: Any) -> None:
+        await _as_test(STORE_CHECKS["roundtrip"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_streamed_put(self, target: Any) -> None:
+        await _as_test(STORE_CHECKS["streamed_put"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_missing_objects(self, target: Any) -> None:
+        await _as_test(STORE_CHECKS["missing_objects"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_if_absent(self, target: Any) -> None:
+        await _as_test(STORE_CHECKS["if_absent"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_list_prefix(self, target: Any) -> None:
+        await _as_test(STORE_CHECKS["list_prefix"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_paths_stay_under_root(self, target: Any) -> None:
+        await _as_test(STORE_CHECKS["paths_stay_under_root"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_close_is_idempotent(self, target: Any) -> None:
+        await _as_test(STORE_CHECKS["close_is_idempotent"], self.harness(target))
+
+    @pytest.mark.asyncio
+    async def test_no_secrets_in_reprs(self, target: Any) -> None:
+        await _as_test(STORE_CHECKS["no_secrets_in_reprs"], self.harness(target))

@@ -1,0 +1,79 @@
+"""The promises of hypaware's contracts, in the words a failing check uses.
+
+A conformance check that fails raises `ContractViolation`, whose message says
+what happened and then which promise that breaks, e.g.::
+
+    re-exporting batch 'b1' duplicated 10 rows (e.g. 'events/p1/0'):
+    export_batch must be idempotent per batch_id (...)
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["CheckSkipped", "ContractViolation", "Promise"]
+
+
+class Promise(enum.Enum):
+    """One promise of `hypaware.contracts`; the value is its plain-words statement."""
+
+    SHAPE = "the object must implement the contract's methods (hypaware.contracts)"
+    REPORT_NOT_RAISE = (
+        "export_batch must report a failing partition or destination in "
+        "ExportResult.retry_partitions, never raise it through the export driver"
+    )
+    ACCOUNTED = (
+        "every partition of a batch must come back exactly once, either in "
+        "ExportResult.exported or in ExportResult.retry_partitions"
+    )
+    COUNTERS = (
+        "rows_written, bytes_written and files_written must add up to what the call "
+        "wrote (at least the rows of the partitions it exported, at most the batch's rows)"
+    )
+    DURABLE = "a partition reported as exported must be at the destination, every row intact"
+    EXACTLY_ONCE = "each row of an exported partition must land at the destination exactly once"
+    IDEMPOTENT = (
+        "export_batch must be idempotent per batch_id: exporting the same batch again "
+        "(after a crash before the ack) or respooling its partitions must not duplicate "
+        "rows at the destination"
+    )
+    CLOSE_IDEMPOTENT = "close() must be idempotent: a second close() is a no-op"
+    CLOSE_PROMPT = (
+        "close() must return promptly and abort any in-flight wait; an export_batch "
+        "parked in a wait must then return, reporting its partitions for retry"
+    )
+    CLOSED = "export_batch after close() must raise SinkClosedError"
+    PATHS = (
+        "paths must stay under the store's root: an empty, absolute or '..' path is "
+        "refused with PathError before any I/O, and names taken from data never "
+        "climb out of the root"
+    )
+    NOT_FOUND = "reading a missing object must raise NotFoundError"
+    ROUNDTRIP = "an object put at a path must read back byte for byte, whole"
+    IF_ABSENT = (
+        "put(..., if_absent=True) on an existing object must raise AlreadyExistsError "
+        "and leave the object untouched"
+    )
+    LIST = (
+        "list(prefix) must yield exactly the objects under the directory-like prefix, "
+        "with paths relative to the root"
+    )
+    DELETE = "delete() must remove the object, and deleting a missing object is not an error"
+    SECRETS = "secrets must never appear in repr(), str(), log records or error messages"
+
+    @property
+    def text(self) -> str:
+        return self.value
+
+
+class ContractViolation(AssertionError):
+    """A broken promise: `promise` is which one, the message says what happened."""
+
+    def __init__(self, promise: Promise, what: str) -> None:
+        super().__init__(f"{what}: {promise.text}")
+        self.promise = promise
+        self.what = what
+
+
+class CheckSkipped(Exception):
+    """A check that cannot run for this object (an optional hook is not provided)."""

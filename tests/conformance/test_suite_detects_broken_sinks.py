@@ -1,0 +1,168 @@
+"""The conformance suite fails broken sinks, naming the promise each one breaks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hypaware.testing.conformance import (
+    CheckOutcome,
+    Promise,
+    SinkContract,
+    SinkHarness,
+    run_sink_checks,
+)
+
+from .toy_sinks import (
+    BlockingCloseSink,
+    Destination,
+    DuplicatingSink,
+    ForgetfulSink,
+    LeakyReprSink,
+    ListSink,
+    RaisingSink,
+    ReopeningSink,
+)
+
+TOKEN = "tok-5ecr3t-value"
+
+
+def harness(sink_class: type[ListSink], **kw: Any) -> SinkHarness:
+    dest = Destination()
+    kw.setdefault("close_timeout", 0.5)
+    return SinkHarness(
+        make_sink=lambda: sink_class(dest, TOKEN),
+        read_rows=lambda dataset: dest.rows(dataset.name),
+        secrets=(TOKEN,),
+        **kw,
+    )
+
+
+def by_name(outcomes: list[CheckOutcome]) -> dict[str, CheckOutcome]:
+    return {o.name: o for o in outcomes}
+
+
+async def test_a_correct_sink_passes_every_check() -> None:
+    outcomes = by_name(await run_sink_checks(harness(ListSink)))
+    failed = {n: o.message for n, o in outcomes.items() if o.status == "failed"}
+    assert failed == {}
+    assert outcomes["close_aborts_wait"].status == "skipped"
+    assert "stall" in outcomes["close_aborts_wait"].message
+    assert {o.status for n, o in outcomes.items() if n != "close_aborts_wait"} == {"passed"}
+
+
+async def test_duplicating_sink_breaks_idempotence() -> None:
+    outcomes = by_name(await run_sink_checks(harness(DuplicatingSink)))
+    failure = outcomes["reexport_is_idempotent"]
+    assert failure.status == "failed"
+    assert failure.promise is Promise.IDEMPOTENT
+    assert failure.message.startswith(
+        "re-exporting batch 'b1' (attempt 2, same sink) duplicated 17 rows"
+    )
+    assert "export_batch must be idempotent per batch_id" in failure.message
+    assert outcomes["exports_every_partition"].status == "passed"
+
+
+async def test_blocking_close_breaks_promptness() -> None:
+    outcomes = by_name(
+        await run_sink_checks(
+            harness(BlockingCloseSink),
+            only=["close_is_idempotent", "close_during_export_is_prompt"],
+        )
+    )
+    for name in ("close_is_idempotent", "close_during_export_is_prompt"):
+        failure = outcomes[name]
+        assert failure.status == "failed", name
+        assert failure.promise is Promise.CLOSE_PROMPT
+        assert "did not return within 0.5 s" in failure.message
+        assert "close() must return promptly and abort any in-flight wait" in failure.message
+
+
+async def test_raising_sink_breaks_report_not_raise() -> None:
+    outcomes = by_name(await run_sink_checks(harness(RaisingSink)))
+    failure = outcomes["partition_failure_is_reported"]
+    assert failure.status == "failed"
+    assert failure.promise is Promise.REPORT_NOT_RAISE
+    assert "raised OSError: partition 'p2' cannot be read" in failure.message
+    assert "never raise it through the export driver" in failure.message
+
+
+async def test_sink_usable_after_close_is_caught() -> None:
+    outcomes = by_name(await run_sink_checks(harness(ReopeningSink)))
+    failure = outcomes["export_after_close_raises"]
+    assert failure.promise is Promise.CLOSED
+    assert "export_batch after close() returned ExportResult(" in failure.message
+    assert failure.message.endswith("export_batch after close() must raise SinkClosedError")
+
+
+async def test_unreported_partition_is_caught() -> None:
+    outcomes = by_name(await run_sink_checks(harness(ForgetfulSink)))
+    failure = outcomes["exports_every_partition"]
+    assert failure.promise is Promise.ACCOUNTED
+    assert "did not report partition(s) ['p4']" in failure.message
+
+
+async def test_secret_in_repr_is_caught() -> None:
+    outcomes = by_name(await run_sink_checks(harness(LeakyReprSink)))
+    failure = outcomes["no_secrets_in_reprs"]
+    assert failure.promise is Promise.SECRETS
+    assert "a configured secret appears in repr of the sink" in failure.message
+
+
+def test_a_broken_sink_fails_under_pytest_with_the_promise_named(tmp_path: Path) -> None:
+    """What a sink author sees: pytest fails the contract test and prints the promise."""
+    (tmp_path / "test_dup.py").write_text(
+        textwrap.dedent(
+            """
+            from hypaware.testing.conformance import SinkContract
+            from tests.conformance.toy_sinks import Destination, DuplicatingSink
+
+            DEST = Destination()
+
+            class TestDuplicating(SinkContract):
+                def make_sink(self, target):
+                    return DuplicatingSink(DEST)
+
+                def read_rows(self, target, dataset):
+                    return DEST.rows(dataset.name)
+            """
+        )
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "asyncio_mode=strict",
+            "-k",
+            "idempotent",
+            str(tmp_path / "test_dup.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "ContractViolation: re-exporting batch 'b1'" in proc.stdout
+    assert "export_batch must be idempotent per batch_id" in proc.stdout
+    assert "1 failed" in proc.stdout
+
+
+def test_base_class_is_not_collected_as_a_test() -> None:
+    assert not SinkContract.__name__.startswith("Test")
+    with pytest.raises(NotImplementedError, match="must implement make_sink"):
+        SinkContract().make_sink(None)

@@ -1,0 +1,120 @@
+"""Small in-memory sinks for testing the conformance suite itself.
+
+`ListSink` keeps every promise; each subclass breaks exactly one, the way a
+real sink gets it wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypaware import ExportBatch, ExportOptions, ExportResult, RetryPartition, SinkClosedError
+
+
+class Destination:
+    """Where the toy sinks write: rows per (dataset, partition), as a server would keep them."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.appended: dict[str, list[dict[str, Any]]] = {}
+
+    def rows(self, dataset: str) -> list[dict[str, Any]]:
+        out = [row for (ds, _), rows in self.partitions.items() if ds == dataset for row in rows]
+        return out + self.appended.get(dataset, [])
+
+
+class ListSink:
+    """Replaces a partition's rows on re-export, reports unreadable partitions, closes promptly."""
+
+    def __init__(self, dest: Destination, token: str = "") -> None:
+        self.dest = dest
+        self._token = token
+        self._closed = False
+        self._closing = asyncio.Event()
+
+    def _read(self, batch: ExportBatch, part_id: str) -> list[dict[str, Any]]:
+        part = next(p for p in batch.partitions if p.id == part_id)
+        return [row for record_batch in part.open() for row in record_batch.to_pylist()]
+
+    def _store(self, batch: ExportBatch, part_id: str, rows: list[dict[str, Any]]) -> None:
+        self.dest.partitions[(batch.dataset.name, part_id)] = rows
+
+    async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
+        if self._closed:
+            raise SinkClosedError("list sink is closed")
+        exported: list[str] = []
+        retry: list[RetryPartition] = []
+        rows = 0
+        for part in batch.partitions:
+            if self._closing.is_set():
+                retry.append(RetryPartition(part.id, "the sink is closing"))
+                continue
+            try:
+                data = self._read(batch, part.id)
+            except Exception as exc:
+                retry.append(RetryPartition(part.id, f"cannot read: {exc}"))
+                continue
+            self._store(batch, part.id, data)
+            rows += len(data)
+            exported.append(part.id)
+            await asyncio.sleep(0)
+        return ExportResult(exported=exported, retry_partitions=retry, rows_written=rows)
+
+    async def close(self) -> None:
+        self._closing.set()
+        self._closed = True
+
+    def __repr__(self) -> str:
+        return "ListSink()"
+
+
+class DuplicatingSink(ListSink):
+    """Appends on every export, so a re-exported batch doubles its rows."""
+
+    def _store(self, batch: ExportBatch, part_id: str, rows: list[dict[str, Any]]) -> None:
+        self.dest.appended.setdefault(batch.dataset.name, []).extend(rows)
+
+
+class BlockingCloseSink(ListSink):
+    """close() waits for a drain that never comes."""
+
+    async def close(self) -> None:
+        self._closed = True
+        await asyncio.Event().wait()
+
+
+class RaisingSink(ListSink):
+    """Lets a partition's read error escape through export_batch."""
+
+    async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
+        if self._closed:
+            raise SinkClosedError("raising sink is closed")
+        rows = 0
+        for part in batch.partitions:
+            data = self._read(batch, part.id)
+            self._store(batch, part.id, data)
+            rows += len(data)
+        return ExportResult(exported=[p.id for p in batch.partitions], rows_written=rows)
+
+
+class ReopeningSink(ListSink):
+    """Quietly exports after close() instead of refusing."""
+
+    async def close(self) -> None:
+        self._closing.set()
+
+
+class ForgetfulSink(ListSink):
+    """Drops the last partition of each batch from its result."""
+
+    async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
+        result = await super().export_batch(batch, opts)
+        return ExportResult(exported=result.exported[:-1], rows_written=result.rows_written)
+
+
+class LeakyReprSink(ListSink):
+    """Shows its token in repr()."""
+
+    def __repr__(self) -> str:
+        return f"LeakyReprSink(token={self._token!r})"

@@ -1,0 +1,85 @@
+"""close(): prompt, never wedged, nothing left running."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+from hypaware.driver import ExportDriver
+from hypaware.types import ExportBatch, ExportOptions, ExportResult
+from tests.driver.helpers import ScriptedSink, make_cache, spec
+
+
+class StubbornSink(ScriptedSink):
+    """Parks in a wait that even close() does not end; only cancellation does."""
+
+    async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
+        self.batches.append(batch)
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+
+def _others() -> set[asyncio.Task[object]]:
+    return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+
+
+async def _close_while_blocked(tmp_path: Path, blocked: ScriptedSink, timeout: float) -> None:
+    cache = make_cache(tmp_path / "cache", count=9)
+    threads = set(threading.enumerate())
+    tasks = _others()
+    good = ScriptedSink()
+    driver = ExportDriver(
+        cache,
+        [(spec("blocked", export_timeout=timeout), blocked), (spec("good"), good)],
+        state=tmp_path / "state",
+    )
+    run = asyncio.ensure_future(driver.run_once(backfill=True))
+    for _ in range(1000):
+        await asyncio.sleep(0.001)
+        if blocked.batches and good.rows:
+            break
+    assert blocked.batches, "the sink never started waiting"
+    started = time.monotonic()
+    await driver.close()
+    assert time.monotonic() - started < 1.0
+    report = await asyncio.wait_for(run, 1.0)
+    assert report.sinks["good"].ok
+    assert not report.sinks["blocked"].ok
+    assert blocked.closed
+    assert _others() == tasks
+    assert set(threading.enumerate()) == threads
+    # The interrupted batch stays recorded, to be re-sent with the same id.
+    from hypaware.state import ProgressStore
+
+    store = ProgressStore(tmp_path / "state")
+    in_flight = store.in_flight("blocked")
+    store.close()
+    if isinstance(blocked, StubbornSink):
+        assert [b.batch_id for b in in_flight] == [blocked.batches[0].batch_id]
+
+
+async def test_close_aborts_a_sink_parked_in_a_long_wait(tmp_path: Path) -> None:
+    sink = ScriptedSink()
+    sink.mode = "hang"
+    await _close_while_blocked(tmp_path, sink, timeout=3600)
+
+
+async def test_close_cancels_a_sink_that_ignores_close(tmp_path: Path) -> None:
+    await _close_while_blocked(tmp_path, StubbornSink(), timeout=3600)
+
+
+async def test_close_stops_run_forever_promptly(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path / "cache", count=3)
+    tasks = _others()
+    driver = ExportDriver(
+        cache, [(spec("a", schedule="0 0 1 1 *"), ScriptedSink())], state=tmp_path / "s"
+    )
+    run = asyncio.ensure_future(driver.run_forever())
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    await driver.close()
+    await asyncio.wait_for(run, 1.0)
+    assert time.monotonic() - started < 1.0
+    assert _others() == tasks

@@ -1,0 +1,156 @@
+"""Exactly-once commits: crashes after the commit, failed commits, interrupted attempts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.exceptions import CommitFailedException
+
+from hypaware.iceberg.table_format import IcebergTableFormat
+from hypaware.types import ExportOptions
+
+from .helpers import DATASET, batch, build_sink, local_path, partition, rows_for, sink_config
+
+pytestmark = pytest.mark.iceberg
+
+
+def _parts(n: int = 6) -> list[Any]:
+    return [partition(f"p{i}", rows_for(f"c{i}", i % 2, 4), seq=i) for i in range(n)]
+
+
+def _data_files_on_disk(root: Path) -> set[str]:
+    data = root / "warehouse" / "hyp" / "messages" / "data"
+    return {str(p) for p in data.rglob("*.parquet")} if data.exists() else set()
+
+
+def _referenced(table: Any) -> set[str]:
+    return {local_path(t.file.file_path) for t in table.scan().plan_files()}
+
+
+async def test_crash_after_commit_before_ack_does_not_duplicate(tmp_path: Path) -> None:
+    cfg = sink_config(tmp_path)
+    first = build_sink(cfg)
+    parts = _parts()
+    result = await first.export_batch(batch("b-7", parts), ExportOptions())
+    assert len(result.exported) == 6
+    # The process dies here: the driver never saw the ack. A new process retries the batch.
+    del first
+
+    second = build_sink(cfg)
+    again = await second.export_batch(batch("b-7", parts), ExportOptions(attempt=2))
+
+    assert set(again.exported) == {p.id for p in parts}
+    assert again.rows_written == 0
+    assert again.files_written == 0
+    table = second.table.load_table(DATASET)  # type: ignore[attr-defined]
+    assert table.scan().to_arrow().num_rows == 24
+    assert len(table.metadata.snapshots) == 1
+    await second.close()
+
+
+async def test_failed_commit_removes_its_data_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = build_sink(sink_config(tmp_path, commit_retries=1, commit_backoff=0.001))
+
+    def lose(*_args: Any, **_kwargs: Any) -> str:
+        raise CommitFailedException("another writer won")
+
+    monkeypatch.setattr(IcebergTableFormat, "_commit", lose)
+    result = await sink.export_batch(batch("b", _parts()), ExportOptions())
+
+    assert result.exported == ()
+    assert len(result.retry_partitions) == 6
+    reason = result.retry_partitions[0].reason
+    assert "sink 'archive'" in reason
+    assert "dataset 'messages'" in reason
+    assert "table hyp.messages" in reason
+    assert "commit lost to other writers 2 times" in reason
+    assert all(r.retryable for r in result.retry_partitions)
+    assert _data_files_on_disk(tmp_path) == set()
+
+    monkeypatch.undo()
+    retry = await sink.export_batch(batch("b", _parts()), ExportOptions(attempt=2))
+    assert len(retry.exported) == 6
+    table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
+    assert table.scan().to_arrow().num_rows == 24
+    await sink.close()
+
+
+class _Killed(BaseException):
+    """Stands for the process dying: no cleanup code runs past it."""
+
+
+async def test_files_of_an_interrupted_attempt_are_reused_not_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = sink_config(tmp_path, target_file_size=2048, row_group_size=500)
+    sink = build_sink(cfg)
+    parts = [partition(f"p{i}", rows_for(f"c{i}", 0, 300), seq=i) for i in range(8)]
+
+    def die(*_args: Any, **_kwargs: Any) -> str:
+        raise _Killed
+
+    monkeypatch.setattr(IcebergTableFormat, "_commit", die)
+    with pytest.raises(_Killed):
+        sink.table.write_batch_sync(batch("b", parts))  # type: ignore[attr-defined]
+    orphans = _data_files_on_disk(tmp_path)
+    assert len(orphans) > 1  # rolled at the small target size
+    # A stray extra file of the same batch, as a differently-rolled attempt would leave.
+    stray = sorted(orphans)[0].replace("-00000.parquet", "-09999.parquet")
+    os.link(sorted(orphans)[0], stray)
+
+    monkeypatch.undo()
+    fresh = build_sink(cfg)
+    result = await fresh.export_batch(batch("b", parts), ExportOptions(attempt=2))
+
+    assert len(result.exported) == 8
+    table = fresh.table.load_table(DATASET)  # type: ignore[attr-defined]
+    assert table.scan().to_arrow().num_rows == 2400
+    # Same names were overwritten; nothing on disk is unreferenced.
+    assert _data_files_on_disk(tmp_path) == _referenced(table)
+    assert orphans == _referenced(table)
+    await fresh.close()
+
+
+async def test_a_partition_that_cannot_be_read_goes_back_alone(tmp_path: Path) -> None:
+    sink = build_sink(sink_config(tmp_path))
+
+    def broken() -> pa.RecordBatchReader:
+        raise OSError("segment file is gone")
+
+    parts = [*_parts(3), partition("bad", [], opener=broken)]
+    result = await sink.export_batch(batch("b", parts), ExportOptions())
+
+    assert set(result.exported) == {"p0", "p1", "p2"}
+    (retry,) = result.retry_partitions
+    assert retry.partition_id == "bad"
+    assert "segment file is gone" in retry.reason
+    assert "partition 'bad'" in retry.reason
+
+    # Crash before ack: the same batch again. Only the unread partition comes back.
+    again = await sink.export_batch(batch("b", parts), ExportOptions(attempt=2))
+    assert set(again.exported) == {"p0", "p1", "p2"}
+    assert [r.partition_id for r in again.retry_partitions] == ["bad"]
+
+    # The driver respools the bad one (now readable) under the same batch id.
+    fixed = partition("bad", rows_for("zz", 0, 5))
+    last = await sink.export_batch(batch("b", [fixed]), ExportOptions(attempt=3))
+    assert last.exported == ("bad",)
+    table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
+    assert table.scan().to_arrow().num_rows == 12 + 5
+    assert len(table.metadata.snapshots) == 2
+    await sink.close()
+
+
+async def test_empty_partitions_are_acked_without_a_snapshot(tmp_path: Path) -> None:
+    sink = build_sink(sink_config(tmp_path))
+    result = await sink.export_batch(batch("b", [partition("e", [])]), ExportOptions())
+    assert result.exported == ("e",)
+    table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
+    assert table.metadata.snapshots == []
+    await sink.close()

@@ -1,0 +1,112 @@
+"""The day grouping and sort order rule, checked on generated rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hypaware.iceberg import layout
+
+pytestmark = pytest.mark.iceberg
+
+MICROS_PER_DAY = 86_400_000_000
+times = st.one_of(
+    st.none(),
+    st.integers(min_value=-400 * MICROS_PER_DAY, max_value=400 * MICROS_PER_DAY),
+)
+keys = st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d"]))
+
+
+def _check_plan(table: pa.Table, key: str | None) -> None:
+    plan = layout.plan_days(table, "ts", key)
+    assert sum(p.rows for p in plan) == table.num_rows
+    days = [p.day for p in plan]
+    assert days == sorted(d for d in days if d is not None) + ([None] if None in days else [])
+    schema = table.schema
+    seen = 0
+    for rows in plan:
+        out = pa.Table.from_batches(list(layout.day_batches(table, rows, schema)), schema)
+        assert out.num_rows == rows.rows
+        seen += out.num_rows
+        micros = out.column("ts").cast(pa.int64()).to_pylist()
+        for m in micros:
+            if rows.day is None:
+                assert m is None
+            else:
+                assert m is not None
+                assert m // MICROS_PER_DAY == rows.day
+        ks = out.column(key).to_pylist() if key else [None] * out.num_rows
+        sort_keys = [
+            (k is None, k or "", m is None, m or 0) for k, m in zip(ks, micros, strict=True)
+        ]
+        assert sort_keys == sorted(sort_keys)
+    assert seen == table.num_rows
+
+
+@given(st.lists(st.tuples(times, keys), max_size=200), st.booleans(), st.booleans())
+def test_days_are_single_days_in_order_and_sorted_within(
+    rows: list[tuple[int | None, str | None]], zoned: bool, keyed: bool
+) -> None:
+    ts_type = pa.timestamp("us", tz="UTC" if zoned else None)
+    table = pa.table(
+        {
+            "ts": pa.array([t for t, _ in rows], pa.int64()).cast(ts_type),
+            "k": pa.array([k for _, k in rows], pa.string()),
+        }
+    )
+    _check_plan(table, "k" if keyed else None)
+
+
+run = st.tuples(
+    st.sampled_from(["a", "b", "c"]),
+    st.integers(min_value=0, max_value=3 * MICROS_PER_DAY),
+    st.integers(min_value=1, max_value=30),
+    st.integers(min_value=1, max_value=3_600_000_000),
+)
+
+
+@given(st.lists(run, min_size=1, max_size=40))
+def test_run_shaped_input_like_cache_partitions(runs: list[tuple[str, int, int, int]]) -> None:
+    """Chunks of one key in time order (as cache partitions are), possibly overlapping."""
+    chunks = []
+    for key, start, count, step in runs:
+        chunks.append(
+            pa.table(
+                {
+                    "ts": pa.array([start + i * step for i in range(count)], pa.int64()).cast(
+                        pa.timestamp("us", tz="UTC")
+                    ),
+                    "k": pa.array([key] * count, pa.string()),
+                }
+            )
+        )
+    _check_plan(pa.concat_tables(chunks), "k")
+
+
+@given(st.integers(min_value=-1_000_000, max_value=3_000_000))
+def test_day_labels_are_iso_dates_or_day_numbers(day: int) -> None:
+    label = layout.day_label(day)
+    try:
+        expected = (dt.date(1970, 1, 1) + dt.timedelta(days=day)).isoformat()
+    except OverflowError:
+        expected = str(day)
+    assert label == expected
+    assert layout.day_label(None) == "null"
+
+
+@given(st.text(min_size=1), st.lists(st.text(min_size=1), unique=True, max_size=20))
+def test_batch_identity_ignores_partition_order_but_not_membership(
+    batch_id: str, ids: list[str]
+) -> None:
+    digest = layout.batch_digest(batch_id, ids)
+    assert digest == layout.batch_digest(batch_id, list(reversed(ids)))
+    if ids:
+        assert digest != layout.batch_digest(batch_id, ids[1:])
+    stem = layout.data_file_stem("sink/x", "ds", digest)
+    assert "/" not in stem
+    assert layout.owned_by(layout.data_file_name(stem, 3), stem)
+    assert not layout.owned_by(layout.data_file_name(stem + "0", 3), stem)

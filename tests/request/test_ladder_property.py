@@ -1,0 +1,120 @@
+"""Property: for any run of backpressure answers, the sink waits exactly as the spec says.
+
+Drives a real `RequestSink` through a scripted transport and a fake clock:
+every wait is > 0, a positive Retry-After is honoured exactly, the other
+waits follow the ladder 30, 60, 120, 300, 300, ..., the waits of one chunk
+never add up past the budget, and past it the partition comes back for
+retry (never dropped). Every re-send is byte-identical with the same id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import string
+from email.utils import formatdate
+
+import httpx
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hypaware.backoff import MAX_RETRY_AFTER, BackoffPolicy
+from hypaware.plugins.central import CentralWire
+from hypaware.request_sink import RequestSink
+from hypaware.types import ExportOptions
+
+from .helpers import FakeClock, ScriptedTransport, make_export, make_partition
+
+NOW = 1_780_000_000.0  # whole seconds, so HTTP-dates (1 s resolution) are exact
+LADDER = (30.0, 60.0, 120.0, 300.0)
+
+# Each answer: (status or "conn", Retry-After text or None, the wait it asks for or None).
+garbage = st.text(alphabet=string.ascii_letters + " ,;:-_/!?", max_size=30).map(lambda t: (t, None))
+honoured = st.one_of(
+    st.integers(1, 10**6).map(lambda n: (str(n), float(n))),
+    st.decimals(min_value="0.001", max_value="500", places=3).map(
+        lambda d: (str(d), float(str(d))) if d > 0 else ("0", None)
+    ),
+    st.integers(1, 10**5).map(lambda s: (formatdate(NOW + s, usegmt=True), float(s))),
+    st.integers(21, 60).map(lambda k: ("9" * k, MAX_RETRY_AFTER)),
+)
+no_pacing = st.one_of(
+    st.just((None, None)),
+    st.sampled_from(["", " ", "0", "00", "0.0", "-0"]).map(lambda t: (t, None)),
+    st.integers(1, 10**6).map(lambda n: (f"-{n}", None)),
+    st.integers(0, 10**6).map(lambda s: (formatdate(NOW - s, usegmt=True), None)),
+    garbage,
+)
+backpressure = st.tuples(st.sampled_from([429, 503]), st.one_of(honoured, no_pacing)).map(
+    lambda t: (t[0], t[1][0], t[1][1])
+)
+ladder_only = st.tuples(
+    st.sampled_from([500, 502, 504, "conn", "timeout"]), st.one_of(honoured, no_pacing)
+).map(lambda t: (t[0], t[1][0], None))
+answers = st.lists(st.one_of(backpressure, ladder_only), max_size=25)
+
+
+def _response(status: int | str, retry_after: str | None) -> object:
+    if status == "conn":
+        return httpx.ConnectError("connection refused")
+    if status == "timeout":
+        return httpx.ReadTimeout("read timed out")
+    headers = {} if retry_after is None else {"Retry-After": retry_after}
+    return httpx.Response(int(status), headers=headers, json={"error": {"message": "slow down"}})
+
+
+def _expected(script: list[tuple[int | str, str | None, float | None]], budget: float):
+    """The waits the spec asks for, and whether the chunk gives up."""
+    waits: list[float] = []
+    step = 0
+    for _status, _text, asked in script:
+        if asked is not None:
+            wait = asked
+        else:
+            wait = LADDER[min(step, len(LADDER) - 1)]
+            step += 1
+        if sum(waits) + wait > budget:
+            return waits, True
+        waits.append(wait)
+    return waits, False
+
+
+@given(answers, st.sampled_from([300.0, 0.0, 45.0, 1000.0]))
+def test_ladder_and_budget_for_any_answers(script, budget) -> None:
+    clock = FakeClock(NOW)
+    transport = ScriptedTransport([_response(s, t) for s, t, _ in script])
+    sink = RequestSink(
+        "fwd",
+        CentralWire("https://central.example", "tok-secret-123", "gw"),
+        gateway="gw",
+        policy=BackoffPolicy(ladder=LADDER, budget=budget),
+        transport=transport,
+        sleep=clock.sleep,
+        clock=clock,
+    )
+    part = make_partition("p1", 0, 20)
+
+    async def run():
+        try:
+            return await sink.export_batch(make_export([part]), ExportOptions())
+        finally:
+            await sink.close()
+
+    result = asyncio.run(run())
+    waits, gave_up = _expected(script, budget)
+
+    assert all(w > 0 for w in clock.sleeps)
+    assert clock.sleeps == waits
+    assert sum(clock.sleeps) <= budget
+    if gave_up:
+        assert result.exported == ()
+        (retry,) = result.retry_partitions
+        assert retry.partition_id == "p1" and retry.retryable
+        assert "tok-secret-123" not in retry.reason
+        assert len(transport.requests) == len(waits) + 1
+    else:
+        assert result.exported == ("p1",) and result.retry_partitions == ()
+        assert len(transport.requests) == len(script) + 1
+    # The same chunk every time: byte-identical body, same id.
+    assert len(set(transport.bodies)) == 1
+    assert len({r.headers["X-Hyp-Batch-Id"] for r in transport.requests}) == 1
+    assert transport.closed

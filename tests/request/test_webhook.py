@@ -1,0 +1,194 @@
+"""@hypaware/webhook: signed, idempotent chunks to a loopback receiver, with backpressure."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import hmac
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from hypaware import build, resolve
+from hypaware.backoff import BackoffPolicy
+from hypaware.plugins.webhook import WebhookWire, sign
+from hypaware.request_sink import RequestSink
+from hypaware.types import ExportOptions
+
+from .helpers import FakeClock, ScriptedTransport, make_export, make_partition, ok
+
+KEY = "hook-key-0123456789abcdef"
+
+
+def verify(secret: bytes, body: bytes, header: str) -> bool:
+    """What a receiver does (the snippet in docs/request-sinks.md)."""
+    expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, header)
+
+
+class Receiver:
+    """A webhook receiver on loopback: checks signatures, dedupes by idempotency key."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.script: collections.deque[tuple[int, str | None]] = collections.deque()
+        self.rows: list[dict[str, Any]] = []
+        self.keys: set[str] = set()
+        self.requests: list[dict[str, str]] = []
+        self.bad_signatures = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                status, retry_after = receiver.handle(dict(self.headers.items()), body)
+                self.send_response(status)
+                if retry_after is not None:
+                    self.send_header("Retry-After", retry_after)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def handle(self, headers: dict[str, str], body: bytes) -> tuple[int, str | None]:
+        with self.lock:
+            self.requests.append(headers)
+            if self.script:
+                return self.script.popleft()
+            if not verify(KEY.encode(), body, headers.get("X-Hyp-Signature", "")):
+                self.bad_signatures += 1
+                return 401, None
+            key = headers["Idempotency-Key"]
+            if key not in self.keys:
+                self.keys.add(key)
+                if headers["Content-Type"] == "application/json":
+                    self.rows.extend(json.loads(body))
+                else:
+                    self.rows.extend(json.loads(line) for line in body.splitlines())
+            return 200, None
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    r.thread.start()
+    yield r
+    r.server.shutdown()
+    r.server.server_close()
+    r.thread.join(2)
+
+
+def webhook_sink(url: str, **config: Any) -> RequestSink:
+    cfg = {
+        "url": url,
+        "signing_secret": "${HOOK_KEY}",
+        "gateway_id": "gw-hook",
+        "backoff_ladder": [0.005, 0.01],
+        "backoff_budget": 0.1,
+        **config,
+    }
+    (plan,) = resolve({"sinks": {"hook": {"plugin": "@hypaware/webhook", "config": cfg}}})
+    sink = build(plan, env={"HOOK_KEY": KEY, "TENANT": "acme"})
+    assert isinstance(sink, RequestSink)
+    return sink
+
+
+@pytest.mark.parametrize("fmt", ["ndjson", "json-array"])
+async def test_rows_arrive_once_signed_through_backpressure(
+    receiver: Receiver, fmt: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    receiver.script.extend([(429, "0.01"), (503, "garbage"), (500, None), (429, "0")])
+    sink = webhook_sink(
+        receiver.url, format=fmt, max_chunk_rows=20, headers={"X-Tenant": "${TENANT}"}
+    )
+    parts = [make_partition(f"p{i}", i * 1000, 45) for i in range(3)]
+    pending = parts
+    try:
+        for _tick in range(10):
+            if not pending:
+                break
+            result = await sink.export_batch(make_export(pending, sink="hook"), ExportOptions())
+            again = {r.partition_id for r in result.retry_partitions}
+            pending = [p for p in pending if p.id in again]
+    finally:
+        await sink.close()
+    assert not pending
+    assert receiver.bad_signatures == 0
+    assert sorted(r["seq"] for r in receiver.rows) == sorted(
+        s for i in range(3) for s in range(i * 1000, i * 1000 + 45)
+    )
+    assert len(receiver.keys) == 9
+    first = receiver.requests[0]
+    assert first["X-Tenant"] == "acme" and first["X-Hyp-Dataset"] == "events"
+    assert KEY not in caplog.text
+
+
+async def test_signature_and_idempotency_key_are_stable() -> None:
+    bodies = []
+    keys = []
+    for _ in range(2):
+        transport = ScriptedTransport(default=ok)
+        clock = FakeClock()
+        wire = WebhookWire("https://hooks.example/in", secret=KEY, gateway="gw")
+        sink = RequestSink(
+            "hook", wire, gateway="gw", transport=transport, sleep=clock.sleep, secrets=[KEY]
+        )
+        result = await sink.export_batch(
+            make_export([make_partition("p1", 0, 10)], sink="hook"), ExportOptions()
+        )
+        await sink.close()
+        assert result.exported == ("p1",)
+        (request,) = transport.requests
+        body = transport.bodies[0]
+        assert request.headers["X-Hyp-Signature"] == sign(KEY.encode(), body)
+        assert verify(KEY.encode(), body, request.headers["X-Hyp-Signature"])
+        assert not verify(KEY.encode(), body + b" ", request.headers["X-Hyp-Signature"])
+        assert not verify(b"other-key", body, request.headers["X-Hyp-Signature"])
+        bodies.append(body)
+        keys.append(request.headers["Idempotency-Key"])
+        assert KEY not in repr(sink) + repr(wire)
+    assert bodies[0] == bodies[1] and keys[0] == keys[1]
+
+
+async def test_unsigned_webhook_and_custom_header_names() -> None:
+    transport = ScriptedTransport([httpx.Response(429, headers={"Retry-After": "2"})], default=ok)
+    clock = FakeClock()
+    wire = WebhookWire(
+        "https://hooks.example/in",
+        framing="json-array",
+        idempotency_header="X-Request-Key",
+        gateway="gw",
+    )
+    sink = RequestSink(
+        "hook", wire, gateway="gw", transport=transport, sleep=clock.sleep,
+        policy=BackoffPolicy(),
+    )  # fmt: skip
+    result = await sink.export_batch(
+        make_export([make_partition("p1", 0, 3)], sink="hook"), ExportOptions()
+    )
+    await sink.close()
+    assert result.exported == ("p1",) and clock.sleeps == [2.0]
+    first, second = transport.requests
+    assert "X-Hyp-Signature" not in first.headers
+    assert first.headers["X-Request-Key"] == second.headers["X-Request-Key"]
+    assert first.headers["Content-Type"] == "application/json"
+    assert [r["seq"] for r in json.loads(transport.bodies[1])] == [0, 1, 2]
