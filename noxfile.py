@@ -16,7 +16,7 @@ PYTHON = "3.11"
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """The whole test suite, against the real peers the fixtures start."""
-    session.install("-e", ".[test,iceberg]", "./tests/thirdparty", "./examples/acme-sqlite")
+    session.install("-e", ".[test,iceberg,docs]", "./tests/thirdparty", "./examples/acme-sqlite")
     profile = "ci" if os.environ.get("CI") else "dev"
     session.run("pytest", f"--hypothesis-profile={profile}", *session.posargs)
 

@@ -3,7 +3,9 @@
 Compares the sink (read Arrow partitions, encode JSON rows, chunk, zstd,
 POST with ids and acks) with a plain httpx loop POSTing the very same
 pre-built bodies and headers, each against a fresh reference server, in one
-run. The ratio is the sink's total cost over the bare HTTP cost.
+run. The ratio is the sink's total cost over the bare HTTP cost. The server
+runs in its own process, so it does not share an interpreter lock with the
+client being measured.
 
     python -m benchmarks.central_throughput [--rows N] [--partitions P] [--chunk-rows C] [--repeat R]
 """
@@ -12,85 +14,84 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
+import contextlib
+import json
+import subprocess
+import sys
 import time
-from typing import Any
+from collections.abc import Iterator
 
 import pyarrow as pa
 
 from hypaware import build, resolve
 from hypaware.chunking import ChunkIdentity, chunk_batches
 from hypaware.plugins.central import CentralWire
-from hypaware.testing.central import CentralServer
 from hypaware.types import DatasetInfo, ExportBatch, ExportOptions, PartitionRef
+
+from . import datagen
 
 TOKEN = "bench-token"
 GATEWAY = "bench-gw"
-SCHEMA = pa.schema(
-    [
-        ("ts", pa.timestamp("us", tz="UTC")),
-        ("conversation_id", pa.string()),
-        ("role", pa.string()),
-        ("text", pa.string()),
-        ("tokens", pa.int32()),
-    ]
-)
 DATASET = DatasetInfo(
-    name="messages", schema=SCHEMA, time_column="ts", lookup_key="conversation_id"
+    name="messages", schema=datagen.SCHEMA, time_column="ts", lookup_key="conversation_id"
 )
-WORDS = [
-    "the",
-    "a",
-    "model",
-    "user",
-    "tool",
-    "call",
-    "result",
-    "error",
-    "retry",
-    "cache",
-    "export",
-    "sink",
-    "row",
-    "chunk",
-    "server",
-]
 
 
-def conversation_batch(seed: int, rows: int) -> pa.RecordBatch:
-    """Seeded conversation-like rows: a few dozen conversations, alternating roles, varied text."""
-    rng = random.Random(seed)
-    start = 1_780_000_000_000_000 + seed * 10**9
-    texts = [" ".join(rng.choices(WORDS, k=rng.randint(3, 60))) for _ in range(rows)]
-    return pa.record_batch(
-        [
-            pa.array([start + i * 1_000 for i in range(rows)], pa.timestamp("us", "UTC")),
-            pa.array([f"conv-{seed}-{rng.randint(0, 40)}" for _ in range(rows)]),
-            pa.array(["user" if i % 2 == 0 else "assistant" for i in range(rows)]),
-            pa.array(texts),
-            pa.array([len(t) // 4 for t in texts], pa.int32()),
-        ],
-        schema=SCHEMA,
+_SERVE = """
+import json, sys
+from hypaware.testing.central import CentralServer
+with CentralServer(token=sys.argv[1]) as server:
+    print(server.url, flush=True)
+    sys.stdin.read()
+    print(json.dumps({"rows": len(server.rows("messages"))}), flush=True)
+"""
+
+
+@contextlib.contextmanager
+def server_process() -> Iterator[tuple[str, dict[str, int]]]:
+    """A reference server in a child process; yields its URL and, after exit, its row count."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SERVE, TOKEN],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
+    assert proc.stdin is not None and proc.stdout is not None
+    stats: dict[str, int] = {}
+    try:
+        url = proc.stdout.readline().strip()
+        yield url, stats
+        proc.stdin.close()
+        stats.update(json.loads(proc.stdout.readline()))
+    finally:
+        if proc.poll() is None:
+            proc.stdin.close()
+        proc.wait(timeout=10)
 
 
 def make_partitions(total_rows: int, partitions: int) -> list[PartitionRef]:
-    per = max(1, total_rows // partitions)
-    batches = {i: conversation_batch(i, per) for i in range(partitions)}
+    """`benchmarks.datagen` rows (seeded, conversation-like) cut into equal partitions."""
+    tbl = datagen.table(total_rows, seed=7)
+    per = -(-tbl.num_rows // partitions)
+    parts = []
+    for i in range(partitions):
+        piece = tbl.slice(i * per, per)
+        if not piece.num_rows:
+            break
 
-    def opener(i: int) -> Any:
-        def open_() -> pa.RecordBatchReader:
-            b = batches[i]
-            return pa.RecordBatchReader.from_batches(
-                SCHEMA, [b.slice(o, 4096) for o in range(0, b.num_rows, 4096)]
+        def opener(piece: pa.Table = piece) -> pa.RecordBatchReader:
+            return piece.to_reader(max_chunksize=4096)
+
+        parts.append(
+            PartitionRef(
+                id=f"part-{i:04d}",
+                dataset=DATASET.name,
+                seq=i,
+                row_count=piece.num_rows,
+                opener=opener,
             )
-
-        return open_
-
-    return [
-        PartitionRef(id=f"part-{i:04d}", dataset="messages", seq=i, row_count=per, opener=opener(i))
-        for i in range(partitions)
-    ]
+        )
+    return parts
 
 
 async def run_sink(url: str, parts: list[PartitionRef], chunk_rows: int) -> float:
@@ -136,30 +137,29 @@ async def run_plain(requests: list[tuple[str, bytes, dict]]) -> float:
         return time.perf_counter() - start
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--partitions", type=int, default=20)
     parser.add_argument("--chunk-rows", type=int, default=5_000)
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs of each side")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     parts = make_partitions(args.rows, args.partitions)
     rows = sum(p.row_count for p in parts)
 
     sink_runs, plain_runs, encode_runs = [], [], []
     for _ in range(args.repeat):
-        with CentralServer(token=TOKEN) as server:
-            sink_runs.append(asyncio.run(run_sink(server.url, parts, args.chunk_rows)))
-            stored = len(server.rows("messages"))
-        assert stored == rows, (stored, rows)
+        with server_process() as (url, stats):
+            sink_runs.append(asyncio.run(run_sink(url, parts, args.chunk_rows)))
+        assert stats["rows"] == rows, (stats, rows)
 
-        with CentralServer(token=TOKEN) as server:
+        with server_process() as (url, stats):
             t0 = time.perf_counter()
-            requests = prebuild(server.url, parts, args.chunk_rows)
+            requests = prebuild(url, parts, args.chunk_rows)
             encode_runs.append(time.perf_counter() - t0)
             plain_runs.append(asyncio.run(run_plain(requests)))
-            assert len(server.rows("messages")) == rows
+        assert stats["rows"] == rows, (stats, rows)
     sink_s, plain_s, encode_s = min(sink_runs), min(plain_runs), min(encode_runs)
     size = sum(len(b) for _, b, _ in requests)
 
@@ -172,7 +172,8 @@ def main() -> None:
     print(f"{'  (pre-encoding its bodies)':28}{encode_s:>10.3f}")
     print(f"ratio sink / plain loop (time): {sink_s / plain_s:.2f}x; "
           f"sink / (encode + plain): {sink_s / (encode_s + plain_s):.2f}x")  # fmt: skip
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -45,16 +46,88 @@ SCHEMA = pa.schema(
 )
 
 GATEWAYS = ["gw-eu-1", "gw-eu-2", "gw-us-1", "gw-us-2", "gw-ap-1"]
-MODELS = ["opus-4", "sonnet-4", "haiku-4", "gpt-5", "gpt-5-mini", "gemini-3", "llama-4", "mistral-l"]
+MODELS = [
+    "opus-4",
+    "sonnet-4",
+    "haiku-4",
+    "gpt-5",
+    "gpt-5-mini",
+    "gemini-3",
+    "llama-4",
+    "mistral-l",
+]
 ROLES = ["user", "assistant", "system", "tool"]
 ROLE_WEIGHTS = [0.42, 0.42, 0.06, 0.10]
-WORDS = (
-    "the a an of to in is was for on that with as by at from this be are have it not "
-    "request response token model stream user assistant tool call result error retry "
-    "export cache partition sink query archive parquet table schema column row batch "
-    "please could would should answer question context summary detail example value "
-    "latency gateway region deploy config update memory budget limit window prompt"
-).split()
+WORDS = [
+    "the",
+    "a",
+    "an",
+    "of",
+    "to",
+    "in",
+    "is",
+    "was",
+    "for",
+    "on",
+    "that",
+    "with",
+    "as",
+    "by",
+    "at",
+    "from",
+    "this",
+    "be",
+    "are",
+    "have",
+    "it",
+    "not",
+    "request",
+    "response",
+    "token",
+    "model",
+    "stream",
+    "user",
+    "assistant",
+    "tool",
+    "call",
+    "result",
+    "error",
+    "retry",
+    "export",
+    "cache",
+    "partition",
+    "sink",
+    "query",
+    "archive",
+    "parquet",
+    "table",
+    "schema",
+    "column",
+    "row",
+    "batch",
+    "please",
+    "could",
+    "would",
+    "should",
+    "answer",
+    "question",
+    "context",
+    "summary",
+    "detail",
+    "example",
+    "value",
+    "latency",
+    "gateway",
+    "region",
+    "deploy",
+    "config",
+    "update",
+    "memory",
+    "budget",
+    "limit",
+    "window",
+    "prompt",
+]
 
 _POOL_BYTES = 48 * 1024 * 1024
 
@@ -138,7 +211,7 @@ def day_slices(tbl: pa.Table) -> list[pa.Table]:
     days = ts // day_us
     cuts = np.flatnonzero(np.diff(days)) + 1
     bounds = [0, *cuts.tolist(), len(ts)]
-    return [tbl.slice(a, b - a) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    return [tbl.slice(a, b - a) for a, b in itertools.pairwise(bounds) if b > a]
 
 
 def main(argv: list[str] | None = None) -> int:

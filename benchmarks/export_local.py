@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="hypaware-bench-"))
     ours: list[float] = []
     theirs: list[float] = []
+    ours_cpu: list[float] = []
+    theirs_cpu: list[float] = []
     written: dict[str, int] = {}
 
     def hypaware_side() -> None:
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
         async def export() -> None:
             sink = build_sink("@hypaware/local-fs", {"root": str(out)}, work / "state")
-            with timer(ours):
+            with timer(ours, ours_cpu):
                 result = await sink.export_batch(batch, ExportOptions())
                 await sink.close()
             assert not result.retry_partitions, result.retry_partitions
@@ -59,10 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def pyarrow_side() -> None:
         target = work / "plain.parquet"
-        with timer(theirs):
-            pq.write_table(
-                tbl, target, compression=COMPRESSION, row_group_size=ROW_GROUP_SIZE
-            )
+        with timer(theirs, theirs_cpu):
+            pq.write_table(tbl, target, compression=COMPRESSION, row_group_size=ROW_GROUP_SIZE)
         written["plain_bytes"] = target.stat().st_size
 
     try:
@@ -70,7 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ok = report(
-        "export to local-fs as Parquet", args.rows, ours, theirs, "pq.write_table", TARGET
+        "export to local-fs as Parquet",
+        args.rows,
+        ours,
+        theirs,
+        "pq.write_table",
+        TARGET,
+        (ours_cpu, theirs_cpu),
     )
     print(
         f"  output: hypaware {written['files']} files, {written['bytes'] / 2**20:,.1f} MiB; "

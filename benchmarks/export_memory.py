@@ -2,11 +2,12 @@
 
 A child process (so nothing else skews its numbers) exports one single-day
 partition of `--rows` rows, generated as a stream by `benchmarks.datagen`,
-through a BlobSink (local-fs + Parquet). It reports its resident set before
-the export (interpreter, pyarrow, the sink, the generator's text pool) and
-its peak during it. The growth is compared with the Arrow size of one row
-group. Target: growth under 2x one row group, and about the same for a
-partition a fifth of the size (it does not grow with the partition).
+through a BlobSink (local-fs + Parquet). A thread samples its resident set
+every few milliseconds: the figure before the export (interpreter, pyarrow,
+the sink, the generator's text pool) and the peak during it. The growth is
+compared with the Arrow size of one row group, and with the growth for a
+partition a fifth of the size. Target: growth under 2x one row group, and
+no growth with the partition's size.
 
     python -m benchmarks.export_memory [--rows 5000000]
 """
@@ -15,19 +16,49 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
+import os
 import resource
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 TARGET = 2.0
 
 
-def _rss_peak_bytes() -> int:
-    # Linux reports ru_maxrss in KiB.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def _rss_bytes() -> int:
+    """The resident set now (Linux /proc), else the high-water mark so far."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class _Sampler:
+    """Samples the resident set on a thread until stopped; `peak` is the highest seen."""
+
+    def __init__(self, every: float = 0.005) -> None:
+        self.peak = _rss_bytes()
+        self._every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self.peak = max(self.peak, _rss_bytes())
+
+    def __enter__(self) -> _Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_bytes())
 
 
 def child(rows: int, row_group_size: int) -> dict[str, float]:
@@ -62,20 +93,25 @@ def child(rows: int, row_group_size: int) -> dict[str, float]:
         part = PartitionRef(id="big", dataset="events", seq=0, row_count=rows, opener=opener)
         batch = ExportBatch(batch_id="mem", sink="bench", dataset=dataset, partitions=[part])
 
-        async def export() -> tuple[float, dict[str, int]]:
+        async def export() -> tuple[float, float, dict[str, int]]:
             sink = build_sink(
                 "@hypaware/local-fs",
                 {"root": str(Path(work) / "out"), "row_group_size": row_group_size},
                 Path(work) / "state",
             )
-            before = _rss_peak_bytes()
-            result = await sink.export_batch(batch, ExportOptions())
-            await sink.close()
+            gc.collect()
+            before = _rss_bytes()
+            with _Sampler() as sampler:
+                result = await sink.export_batch(batch, ExportOptions())
+                await sink.close()
             assert not result.retry_partitions, result.retry_partitions
-            return before, {"rows": result.rows_written, "files": result.files_written}
+            return (
+                before,
+                sampler.peak,
+                {"rows": result.rows_written, "files": result.files_written},
+            )
 
-        before, result = asyncio.run(export())
-    peak = _rss_peak_bytes()
+        before, peak, result = asyncio.run(export())
     return {
         "rows": rows,
         "written_rows": result["rows"],
@@ -88,8 +124,16 @@ def child(rows: int, row_group_size: int) -> dict[str, float]:
 
 def measure(rows: int, row_group_size: int) -> dict[str, float]:
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.export_memory", "--child", "--rows", str(rows),
-         "--row-group-size", str(row_group_size)],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.export_memory",
+            "--child",
+            "--rows",
+            str(rows),
+            "--row-group-size",
+            str(row_group_size),
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -108,7 +152,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     mib = 2**20
-    results = [measure(max(args.rows // 5, 1), args.row_group_size), measure(args.rows, args.row_group_size)]
+    results = [
+        measure(max(args.rows // 5, 1), args.row_group_size),
+        measure(args.rows, args.row_group_size),
+    ]
     print(f"peak memory exporting one partition (row groups of {args.row_group_size:,} rows)")
     ok = True
     for r in results:

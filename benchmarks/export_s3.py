@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="hypaware-bench-"))
     ours: list[float] = []
     theirs: list[float] = []
+    ours_cpu: list[float] = []
+    theirs_cpu: list[float] = []
     written: dict[str, int] = {}
     runs = itertools.count()
 
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
 
             async def export() -> None:
                 sink = build_sink("@hypaware/s3", config, work / "state")
-                with timer(ours):
+                with timer(ours, ours_cpu):
                     result = await sink.export_batch(batch, ExportOptions())
                     await sink.close()
                 assert not result.retry_partitions, result.retry_partitions
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(export())
 
         def plain_side() -> None:
-            with timer(theirs):
+            with timer(theirs, theirs_cpu):
                 sink = pa.BufferOutputStream()
                 pq.write_table(tbl, sink, compression=COMPRESSION, row_group_size=ROW_GROUP_SIZE)
                 data = sink.getvalue()
@@ -84,7 +86,13 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     ok = report(
-        "export to S3 (moto) as Parquet", args.rows, ours, theirs, "write_table+put", TARGET
+        "export to S3 (moto) as Parquet",
+        args.rows,
+        ours,
+        theirs,
+        "write_table+put",
+        TARGET,
+        (ours_cpu, theirs_cpu),
     )
     print(
         f"  output: hypaware {written['files']} objects, {written['bytes'] / 2**20:,.1f} MiB; "

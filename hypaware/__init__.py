@@ -30,12 +30,25 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
+    from .cache import Cache
     from .config import CacheConfig, HypawareConfig, SinkSpec, dump_config, load_config
     from .contracts import BlobStore, Encoder, Flushable, QueryableSink, Sink, TableFormat
+    from .driver import ExportDriver, RunReport, SinkReport
+    from .local_cache import LocalCache
     from .manifest import PluginManifest
+    from .observe import CountingObserver, ExportObserver
+    from .query import query, query_async
+    from .query_errors import (
+        NotQueryableError,
+        QueryError,
+        QueryInputError,
+        SourceUnreadableError,
+        UnknownDatasetError,
+    )
     from .registry import Registry
     from .resolver import BuildContext, Component, SinkPlan, build, resolve
     from .secrets import Secret
+    from .state import ProgressStore
     from .types import (
         DatasetInfo,
         ExportBatch,
@@ -47,6 +60,14 @@ if TYPE_CHECKING:
     )
 
 _LAZY: dict[str, str] = {
+    "Cache": "cache",
+    "LocalCache": "local_cache",
+    "ExportDriver": "driver",
+    "RunReport": "driver",
+    "SinkReport": "driver",
+    "CountingObserver": "observe",
+    "ExportObserver": "observe",
+    "ProgressStore": "state",
     "CacheConfig": "config",
     "HypawareConfig": "config",
     "SinkSpec": "config",
@@ -59,6 +80,13 @@ _LAZY: dict[str, str] = {
     "Sink": "contracts",
     "TableFormat": "contracts",
     "PluginManifest": "manifest",
+    "query": "query",
+    "query_async": "query",
+    "NotQueryableError": "query_errors",
+    "QueryError": "query_errors",
+    "QueryInputError": "query_errors",
+    "SourceUnreadableError": "query_errors",
+    "UnknownDatasetError": "query_errors",
     "Registry": "registry",
     "BuildContext": "resolver",
     "Component": "resolver",
@@ -79,20 +107,26 @@ __all__ = [
     "AlreadyExistsError",
     "BlobStore",
     "BuildContext",
+    "Cache",
     "CacheConfig",
     "CacheError",
     "Component",
     "ConfigError",
+    "CountingObserver",
     "DatasetInfo",
     "EncodeError",
     "Encoder",
     "ExportBatch",
+    "ExportDriver",
+    "ExportObserver",
     "ExportOptions",
     "ExportResult",
     "Flushable",
     "HypawareConfig",
     "HypawareError",
+    "LocalCache",
     "NotFoundError",
+    "NotQueryableError",
     "ObjectMeta",
     "PartitionRef",
     "PathError",
@@ -100,23 +134,32 @@ __all__ = [
     "PluginError",
     "PluginManifest",
     "Problem",
+    "ProgressStore",
+    "QueryError",
+    "QueryInputError",
     "QueryableSink",
     "Registry",
     "RetryPartition",
+    "RunReport",
     "Secret",
     "Sink",
     "SinkClosedError",
     "SinkError",
     "SinkPlan",
+    "SinkReport",
     "SinkSpec",
+    "SourceUnreadableError",
     "StateError",
     "StoreError",
     "TableFormat",
     "TransientStoreError",
+    "UnknownDatasetError",
     "__version__",
     "build",
     "dump_config",
     "load_config",
+    "query",
+    "query_async",
     "resolve",
 ]
 

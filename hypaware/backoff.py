@@ -68,7 +68,7 @@ DEFAULT_MAX_ATTEMPTS = 100
 MAX_RETRY_AFTER = 366 * 24 * 3600.0
 """Longer Retry-After values are read as this (a year); they exceed any budget anyway."""
 
-_DELTA = re.compile(r"^\+?(\d+(?:\.\d*)?|\.\d+)$")
+_DELTA = re.compile(r"^\+?(\d+(?:\.\d*)?|\.\d+)$", re.ASCII)
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
@@ -79,8 +79,9 @@ def parse_retry_after(value: str | None, *, now: float) -> float | None:
 
     `value` is the header's text: delta-seconds (``"120"``, ``"1.5"``) or an
     HTTP-date (``"Wed, 21 Oct 2026 07:28:00 GMT"``). `now` is the current
-    time in seconds since the epoch. None for absent, empty, garbage, zero,
-    negative and past values; a positive result is capped at `MAX_RETRY_AFTER`.
+    time in seconds since the epoch. None for absent, empty, garbage (text
+    over 64 characters included), zero, negative and past values; a positive
+    result is capped at `MAX_RETRY_AFTER`.
     """
     if value is None:
         return None

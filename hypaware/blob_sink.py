@@ -101,6 +101,8 @@ class _DaySplitter:
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        if self.column not in batch.schema.names:
+            raise EncodeError(f"time column {self.column!r} is not in the partition's columns")
         col = batch.column(self.column)
         typ = col.type
         if pa.types.is_timestamp(typ):
@@ -186,6 +188,10 @@ class BlobSink:
             self._idle.clear()
         try:
             return await self._export(batch)
+        except Exception as exc:
+            # Nothing may raise through the driver; every partition goes back.
+            log.exception("sink %s: batch %s failed", self.name, batch.batch_id)
+            return ExportResult.failed(batch, f"sink {self.name!r}: {type(exc).__name__}: {exc}")
         finally:
             self._active -= 1
             if self._active == 0 and self._idle is not None:
@@ -228,10 +234,13 @@ class BlobSink:
         if exported:
             try:
                 await self._remove_stale(dataset.name, exported)
-            except StoreError as exc:
+            except Exception as exc:
                 # Without the cleanup an earlier attempt's extra file could
                 # double rows: hold the ack back; the retry rewrites and cleans.
-                reason = self._store_failure(None, exc).reason
+                if isinstance(exc, StoreError):
+                    reason = self._store_failure(None, exc).reason
+                else:
+                    reason = f"sink {self.name!r}: {type(exc).__name__}: {exc}"
                 retry.extend(RetryPartition(pid, reason) for pid in exported)
                 exported = {}
         result = ExportResult(
@@ -327,18 +336,31 @@ class BlobSink:
         return day_dir
 
     async def _pull(self, it: Iterator[T]) -> T | object:
+        return await self._await_pull(self._submit(_next_or_done, it))
+
+    @staticmethod
+    async def _await_pull(pending: asyncio.Future[T]) -> T:
         try:
-            return await self._run(_next_or_done, it)
+            return await pending
         except Exception as exc:
             raise _SourceFailed from exc
 
     async def _stream(self, chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
-        while (chunk := await self._pull(chunks)) is not _DONE:
-            if self._closed:
-                raise _SinkClosing
-            assert isinstance(chunk, bytes)
-            if chunk:
-                yield chunk
+        # One step ahead: the worker encodes the next chunks while the store
+        # writes these. Chunks cross threads a few MiB at a time, since every
+        # crossing costs a wake-up on both sides.
+        pending = self._submit(_take_chunks, chunks)
+        try:
+            while got := await self._await_pull(pending):
+                if self._closed:
+                    raise _SinkClosing
+                pending = self._submit(_take_chunks, chunks)
+                for chunk in got:
+                    yield chunk
+        finally:
+            # The store may stop early (a failed upload): the read-ahead then
+            # finishes on its own and its outcome is dropped on purpose.
+            pending.add_done_callback(_discard_outcome)
 
     async def _remove_stale(self, dataset: str, exported: dict[str, _Written]) -> None:
         stems: dict[str, set[str]] = {}
@@ -368,7 +390,7 @@ class BlobSink:
 
     # --------------------------------------------------------------- threads
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+    def _submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         with self._lock:
             if self._executor is None:
                 # One worker: pulls of one generator must never overlap.
@@ -376,7 +398,10 @@ class BlobSink:
                     max_workers=1, thread_name_prefix=f"hypaware-{self.name}"
                 )
             executor = self._executor
-        return await asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+        return asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._submit(fn, *args)
 
     # -------------------------------------------------------------- lifecycle
 
@@ -403,14 +428,38 @@ class BlobSink:
             self._close_task.set_result(None)
 
 
+def _discard_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+_HANDOFF_BYTES = 2 * 1024 * 1024
+
+
+def _take_chunks(chunks: Iterator[bytes]) -> list[bytes]:
+    """The next non-empty chunks, about `_HANDOFF_BYTES` of them; empty at the end."""
+    out: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        if chunk:
+            out.append(chunk)
+            size += len(chunk)
+            if size >= _HANDOFF_BYTES:
+                break
+    return out
+
+
 def _next_or_done(it: Iterator[T]) -> T | object:
     return next(it, _DONE)
 
 
 def _close_all(files: Iterator[Any], reader: pa.RecordBatchReader) -> None:
-    close = getattr(files, "close", None)
-    try:
-        if close is not None:
+    # Called on the way out, often after a failure: a second error here
+    # would only hide the first, so it is logged, not raised.
+    for close in (getattr(files, "close", None), reader.close):
+        if close is None:
+            continue
+        try:
             close()
-    finally:
-        reader.close()
+        except Exception:
+            log.debug("closing a partition stream failed", exc_info=True)

@@ -290,6 +290,12 @@ class ExportDriver:
         names = self._select(sinks)
         if self._closed:
             raise HypawareError("the export driver is closed")
+        log.info(
+            "export driver running %d sinks on their schedules: %s",
+            len(names),
+            ", ".join(f"{n} ({self._runners[n].spec.schedule})" for n in names),
+            extra={"sinks": names},
+        )
         tasks = [self._spawn(self._scheduled(self._runners[n], backfill)) for n in names]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -526,8 +532,9 @@ class ExportDriver:
         name = runner.name
         high_water = self.state.high_water(name, info.name)
         if high_water is None:
-            ready = self.cache.ready_partitions(info.name)
-            start = 0 if backfill else max((p.seq for p in ready), default=0)
+            start = 0
+            if not backfill:
+                start = max((p.seq for p in self.cache.ready_partitions(info.name)), default=0)
             high_water = self.state.start(name, info.name, start)
             log.info(
                 "sink %s starts dataset %s at seq %d (%s)",

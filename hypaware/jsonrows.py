@@ -11,26 +11,25 @@ Public functions:
 
 The same rows always give the same bytes, in any process. Value rules:
 
-==========================  ==============================================================
-Arrow type                  JSON
-==========================  ==============================================================
-null, bool, integers        null, true/false, numbers (exact, even past 2**53)
-floats                      numbers (shortest round-trip repr); NaN and +/-inf -> null
-string / large / view       strings (UTF-8, not escaped to ASCII)
-binary / large / fixed      base64 strings (standard alphabet, padded)
-decimal                     strings in plain notation (``"12.30"``; scale kept)
-date32 / date64             ``"2026-06-01"``
-timestamp                   UTC ISO-8601 with ``Z``: ``"2026-06-01T12:00:00.123Z"``; digits
-                            of the fraction follow the unit (s: none, ms: 3, us: 6,
-                            ns: 9). A timestamp without a time zone is taken as UTC.
-time32 / time64             ``"12:00:00.123"`` (fraction digits by unit as above)
-duration                    integer count of the column's unit
-list / large / fixed / view arrays
-struct                      objects, keys in field order
-map                         objects when keys are strings, otherwise arrays of
-                            ``{"key": k, "value": v}``; a repeated key is an `EncodeError`
-dictionary, extension       as their value / storage type
-==========================  ==============================================================
+| Arrow type | JSON |
+|---|---|
+| null, bool, integers | null, true/false, numbers (exact, even past 2**53) |
+| floats | numbers (shortest round-trip repr); NaN and +/-inf become null |
+| string, large_string, string_view | strings (UTF-8, not escaped to ASCII) |
+| binary, large_binary, fixed_size_binary | base64 strings (standard alphabet, padded) |
+| decimal | strings in plain notation (``"12.30"``: the scale is kept) |
+| date32, date64 | ``"2026-06-01"`` |
+| timestamp | UTC ISO-8601 with ``Z``: ``"2026-06-01T12:00:00.123Z"`` (1) |
+| time32, time64 | ``"12:00:00.123"`` (fraction digits by unit, as above) |
+| duration | integer count of the column's unit |
+| list, large_list, fixed_size_list, list_view | arrays |
+| struct | objects, keys in field order |
+| map | objects when keys are strings, else arrays of ``{"key": k, "value": v}`` (2) |
+| dictionary, extension | as their value / storage type |
+
+(1) The fraction has 0 (s), 3 (ms), 6 (us) or 9 (ns) digits; a timestamp
+without a time zone is taken as UTC. (2) A map holding one key twice is an
+`EncodeError`.
 
 Other types (unions, run-end encoded) and timestamps outside years 1-9999 raise
 `EncodeError` naming the column, as do duplicate column or struct field names.
@@ -42,7 +41,7 @@ import base64
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import datetime, timedelta
+from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
 from .errors import EncodeError
@@ -52,16 +51,38 @@ if TYPE_CHECKING:
 
 __all__ = ["batch_to_rows", "dumps_row", "encode_ndjson", "iter_ndjson", "iter_row_bytes"]
 
-_EPOCH = datetime(1970, 1, 1)
+_EPOCH_DATE = date(1970, 1, 1)
 _PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
 _DIGITS = {"s": 0, "ms": 3, "us": 6, "ns": 9}
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def _not_json(value: object) -> object:
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _make_encode() -> Callable[[Any], str]:
+    # JSONEncoder.encode builds a new C encoder on every call; build it once.
+    # Both paths write the same bytes (floats via float.__repr__ in each).
+    make = getattr(json.encoder, "c_make_encoder", None)
+    escape = getattr(json.encoder, "c_encode_basestring", None)
+    if make is None or escape is None:
+        return _encoder.encode
+    encoder = make(None, _not_json, escape, None, ":", ",", False, False, False)
+
+    def encode(value: Any) -> str:
+        return "".join(encoder(value, 0))
+
+    return encode
+
+
+_encode = _make_encode()
+
+
 def dumps_row(row: Mapping[str, Any]) -> bytes:
     """`row` (JSON-ready, as from `batch_to_rows`) as compact UTF-8 JSON bytes."""
-    return _encoder.encode(row).encode("utf-8")
+    return _encode(row).encode("utf-8")
 
 
 def batch_to_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
@@ -80,14 +101,14 @@ def batch_to_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
 
 def iter_row_bytes(batch: pa.RecordBatch) -> Iterator[bytes]:
     """Each row of `batch` as `dumps_row` bytes (no newline)."""
-    encode = _encoder.encode
+    encode = _encode
     for row in batch_to_rows(batch):
         yield encode(row).encode("utf-8")
 
 
 def encode_ndjson(batch: pa.RecordBatch) -> bytes:
     """All rows of `batch` as JSON lines, each ending with ``\\n``."""
-    encode = _encoder.encode
+    encode = _encode
     rows = batch_to_rows(batch)
     if not rows:
         return b""
@@ -190,23 +211,27 @@ def _ints(arr: pa.Array, path: str, fmt: Callable[[int], str] | None) -> list[An
 
 def _timestamp_formatter(unit: str, path: str) -> Callable[[int], str]:
     per, digits = _PER_SECOND[unit], _DIGITS[unit]
-
-    # Neighbouring rows usually share a second: remember the last one formatted.
-    last_seconds: int | None = None
-    last_text = ""
+    # Rows of a batch usually share a day: format the date once per day, the rest by hand.
+    last_day: int | None = None
+    last_date = ""
 
     def fmt(value: int) -> str:
-        nonlocal last_seconds, last_text
+        nonlocal last_day, last_date
         seconds, frac = divmod(value, per)
-        if seconds != last_seconds:
+        day, in_day = divmod(seconds, 86_400)
+        if day != last_day:
             try:
-                last_text = (_EPOCH + timedelta(seconds=seconds)).isoformat(timespec="seconds")
+                last_date = (_EPOCH_DATE + timedelta(days=day)).isoformat()
             except OverflowError:
                 raise EncodeError(
                     f"column {path!r}: timestamp {value} ({unit}) is outside years 1-9999"
                 ) from None
-            last_seconds = seconds
-        return f"{last_text}.{frac:0{digits}d}Z" if digits else f"{last_text}Z"
+            last_day = day
+        hours, rest = divmod(in_day, 3_600)
+        minutes, secs = divmod(rest, 60)
+        if digits:
+            return f"{last_date}T{hours:02d}:{minutes:02d}:{secs:02d}.{frac:0{digits}d}Z"
+        return f"{last_date}T{hours:02d}:{minutes:02d}:{secs:02d}Z"
 
     return fmt
 

@@ -1,10 +1,10 @@
 """Errors a query raises, all `QueryError`s (a `HypawareError`)::
 
-    QueryError
-    ├── UnknownDatasetError   the dataset is in neither the cache nor the sink (also a LookupError)
-    ├── NotQueryableError     the sink named cannot be read back
-    ├── QueryInputError       a malformed time, expression or column (also a ValueError)
-    └── SourceUnreadableError a part of the data (the cache or a sink) could not be read
+QueryError
+├── UnknownDatasetError   the dataset is in neither the cache nor the sink (also a LookupError)
+├── NotQueryableError     the sink named cannot be read back
+├── QueryInputError       a malformed time, expression or column (also a ValueError)
+└── SourceUnreadableError a part of the data (the cache or a sink) could not be read
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from .backoff import (
     WaitAbortedError,
     retry_call,
 )
-from .chunking import Chunk, ChunkIdentity, ChunkLimits, chunk_batches
+from .chunking import Chunk, ChunkIdentity, ChunkLimits, chunk_batches, compress
 from .endpoints import safe_url
 from .errors import ConfigError, EncodeError, HypawareError, SinkClosedError
 from .types import ExportBatch, ExportOptions, ExportResult, PartitionRef, RetryPartition
@@ -99,6 +99,7 @@ class RequestSink:
         self.wire = wire
         self.gateway = gateway
         self.limits = limits or ChunkLimits()
+        compress(b"", codec)  # an unknown codec or a missing zstandard fails here, not mid-export
         self.codec = codec
         self.policy = policy or BackoffPolicy()
         t = timeouts or Timeouts()
@@ -116,7 +117,8 @@ class RequestSink:
             follow_redirects=False,
             transport=transport,
             headers={"User-Agent": f"hypaware/{__version__}"},
-            trust_env=False,
+            # HTTPS_PROXY / NO_PROXY / SSL_CERT_FILE from the environment apply, as for curl.
+            trust_env=True,
         )
 
     def __repr__(self) -> str:

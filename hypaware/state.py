@@ -20,6 +20,7 @@ from pathlib import Path
 
 import attrs
 
+from .cache import ExportFloor
 from .errors import StateError
 from .types import RetryPartition
 
@@ -239,6 +240,34 @@ class ProgressStore:
             rows = self._db.execute("SELECT sink, dataset, high_water FROM progress").fetchall()
         return {(s, d): int(h) for s, d, h in rows}
 
+    def export_floor(self, sink: str, dataset: str) -> ExportFloor | None:
+        """What `sink` has acknowledged of `dataset`, read in one consistent snapshot.
+
+        A partition is acknowledged when its seq is at or below the returned
+        high-water and it is not in `pending` (respooled, or in a batch in
+        flight). None when the pair has never been seen. Read-only; used by
+        queries to split rows between the cache and the sink.
+        """
+        with self._errors("read progress"):
+            self._db.execute("BEGIN")
+            try:
+                row = self._db.execute(
+                    "SELECT high_water FROM progress WHERE sink = ? AND dataset = ?",
+                    (sink, dataset),
+                ).fetchone()
+                pending = self._db.execute(
+                    "SELECT partition_id FROM respool WHERE sink = ? AND dataset = ?"
+                    " UNION SELECT bp.partition_id FROM batch_partitions AS bp"
+                    " JOIN batches AS b ON b.batch_id = bp.batch_id"
+                    " WHERE b.sink = ? AND b.dataset = ?",
+                    (sink, dataset, sink, dataset),
+                ).fetchall()
+            finally:
+                self._db.execute("COMMIT")
+        if row is None:
+            return None
+        return ExportFloor(int(row[0]), frozenset(str(p) for (p,) in pending))
+
     # ------------------------------------------------------------- respool
 
     def respooled(self, sink: str, dataset: str | None = None) -> list[RespoolEntry]:
@@ -352,7 +381,7 @@ class ProgressStore:
                 "DELETE FROM respool WHERE sink = ? AND dataset = ? AND partition_id = ?",
                 [(batch.sink, batch.dataset, p) for p in exported],
             )
-            for r in retry[:0]:
+            for r in retry:
                 self._db.execute(
                     "INSERT INTO respool (sink, dataset, partition_id, seq, reason, retryable,"
                     " attempts, first_at, last_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)"

@@ -17,7 +17,7 @@ from .._version import __version__
 __all__ = ["main"]
 
 # Modules under hypaware.cli, in the order their commands appear in --help.
-COMMANDS = ("check_config", "plugins", "export", "status", "demo")
+COMMANDS = ("check_config", "plugins", "export", "status", "query", "demo")
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -104,11 +104,12 @@ def run(args: argparse.Namespace) -> int:
         "print(t.group_by('role').aggregate([('tokens_out', 'sum')]))\"",
         file=out,
     )
-    print(
-        f'  duckdb -c "SELECT role, count(*), sum(tokens_out) FROM '
-        f"read_parquet('{glob}', hive_partitioning = true) GROUP BY role\"",
-        file=out,
+    sql = (
+        f"SELECT role, count(*), sum(tokens_out) FROM read_parquet('{glob}', "
+        "hive_partitioning = true) GROUP BY role"
     )
+    print("  (with DuckDB: pip install duckdb)", file=out)
+    print(f'  python3 -c "import duckdb; duckdb.sql(\\"{sql}\\").show()"', file=out)
     print("\nExport again (finds nothing new) and look at progress:", file=out)
     print(f"  hypaware export --config {config_path} --once", file=out)
     print(f"  hypaware status --config {config_path}", file=out)

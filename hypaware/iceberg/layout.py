@@ -9,6 +9,7 @@ dropped.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import hashlib
 import itertools
@@ -91,7 +92,7 @@ def _sort_order(
 
 # The fast path compares pieces in Python; these key types order the same way there.
 def _orderable_in_python(t: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_string(t)
         or pa.types.is_large_string(t)
         or pa.types.is_binary(t)
@@ -162,7 +163,7 @@ def _plan_runs(days: pa.Array, key: pa.Array | None, micros: pa.Array) -> list[D
     else:
         in_order = later
     breaks = pc.indices_nonzero(pc.invert(pc.and_(same_day, in_order))).cast(pa.int64())
-    if len(breaks) > max(1024, n // 16):
+    if len(breaks) > max(1024, n // 4):
         return None  # not run-shaped: a sort is cheaper than comparing this many runs
     starts = pa.concat_arrays([pa.array([0], pa.int64()), pc.add(breaks, 1)])
     ends = pa.concat_arrays([starts.slice(1), pa.array([n], pa.int64())])
@@ -203,21 +204,60 @@ def _plan_runs(days: pa.Array, key: pa.Array | None, micros: pa.Array) -> list[D
 
 
 def day_batches(table: pa.Table, rows: DayRows, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The day's rows in output order, as batches of `schema`.
+    """The day's rows in output order, as batches of `schema` of about `TAKE_CHUNK_ROWS` rows.
 
-    Spans are zero-copy slices; a sort order is taken in chunks, so the sorted
-    copy never holds more than one chunk.
+    Spans are sliced from the table's batches without copying; runs of small
+    spans (a few rows of one conversation each) are gathered into one batch,
+    so the encoder gets batches worth encoding. A sort order is taken in
+    chunks, so the sorted copy never holds more than one chunk.
     """
-    if rows.order is None:
-        for offset, length in rows.spans:
-            for batch in table.slice(offset, length).to_batches():
+    if rows.order is not None:
+        order = rows.order
+        for offset in range(0, len(order), TAKE_CHUNK_ROWS):
+            chunk = table.take(order.slice(offset, TAKE_CHUNK_ROWS))
+            for batch in chunk.to_batches():
                 yield _with_schema(batch, schema)
         return
-    order = rows.order
-    for offset in range(0, len(order), TAKE_CHUNK_ROWS):
-        chunk = table.take(order.slice(offset, TAKE_CHUNK_ROWS))
-        for batch in chunk.to_batches():
-            yield _with_schema(batch, schema)
+    batches = table.to_batches()
+    starts = list(itertools.accumulate((b.num_rows for b in batches), initial=0))
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    for offset, length in rows.spans:
+        for piece in _slices(batches, starts, offset, length):
+            if piece.num_rows >= TAKE_CHUNK_ROWS and not pending:
+                yield _with_schema(piece, schema)
+                continue
+            pending.append(piece)
+            pending_rows += piece.num_rows
+            if pending_rows >= TAKE_CHUNK_ROWS:
+                yield _gather(pending, schema)
+                pending, pending_rows = [], 0
+    if pending:
+        yield _gather(pending, schema)
+
+
+def _slices(
+    batches: Sequence[pa.RecordBatch], starts: Sequence[int], offset: int, length: int
+) -> Iterator[pa.RecordBatch]:
+    """Rows ``[offset, offset + length)`` of the table made of `batches`, as batch slices."""
+    index = bisect.bisect_right(starts, offset) - 1
+    while length > 0:
+        batch = batches[index]
+        local = offset - starts[index]
+        take = min(length, batch.num_rows - local)
+        if take > 0:
+            yield batch.slice(local, take)
+        offset += take
+        length -= take
+        index += 1
+
+
+def _gather(pieces: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
+    if len(pieces) == 1:
+        return _with_schema(pieces[0], schema)
+    # Through a Table: far faster than pa.concat_batches for many small pieces.
+    table = pa.Table.from_batches(pieces).combine_chunks()
+    return _with_schema(table.to_batches()[0], schema)
 
 
 def _with_schema(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

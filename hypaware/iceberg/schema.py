@@ -224,10 +224,30 @@ def _without_ids(t: IcebergType) -> pa.DataType:
 
 def write_schema(table: Schema, columns: Sequence[str]) -> pa.Schema:
     """The Arrow schema data files are written with: the table's types and field ids,
-    restricted to the dataset's `columns` (in table order)."""
+    restricted to the dataset's `columns` (in table order).
+
+    Strings, binaries and lists use 32-bit offsets, as datasets usually do, so
+    rows need no cast: the Parquet file is the same either way.
+    """
     wanted = set(columns)
     names = [f.name for f in table.fields if f.name in wanted]
-    return schema_to_pyarrow(table.select(*names), include_field_ids=True)
+    arrow = schema_to_pyarrow(table.select(*names), include_field_ids=True)
+    return pa.schema([_small_offsets(f) for f in arrow], metadata=arrow.metadata)
+
+
+def _small_offsets(f: pa.Field) -> pa.Field:
+    t = f.type
+    if pa.types.is_large_string(t):
+        t = pa.string()
+    elif pa.types.is_large_binary(t):
+        t = pa.binary()
+    elif pa.types.is_large_list(t) or pa.types.is_list(t):
+        t = pa.list_(_small_offsets(t.value_field))
+    elif pa.types.is_struct(t):
+        t = pa.struct([_small_offsets(t.field(i)) for i in range(t.num_fields)])
+    elif pa.types.is_map(t):
+        t = pa.map_(_small_offsets(t.key_field), _small_offsets(t.item_field))
+    return pa.field(f.name, t, nullable=f.nullable, metadata=f.metadata)
 
 
 def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, what: str) -> pa.RecordBatch:
@@ -237,6 +257,14 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, what: str) -> pa.
     signed range, a timestamp out of range) is an error, never truncated,
     except sub-microsecond precision, which Iceberg cannot hold.
     """
+    if [f.type for f in batch.schema] == [f.type for f in target] and (
+        batch.schema.names == target.names
+    ):
+        # The usual case: the cache's types already are the table's.
+        if batch.schema.equals(target, check_metadata=True):
+            return batch
+        _check_required(batch, target, what)
+        return pa.RecordBatch.from_arrays(batch.columns, schema=target)
     arrays = []
     for field in target:
         index = batch.schema.get_field_index(field.name)
@@ -261,3 +289,11 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, what: str) -> pa.
             )
         arrays.append(column)
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _check_required(batch: pa.RecordBatch, target: pa.Schema, what: str) -> None:
+    for field, column in zip(target, batch.columns, strict=True):
+        if not field.nullable and column.null_count:
+            raise IncompatibleSchemaError(
+                f"{what}: column {field.name!r} is required in the table but has nulls"
+            )

@@ -85,7 +85,7 @@ if TYPE_CHECKING:
     from ..plugins.format_iceberg import IcebergConfig
     from ..resolver import BuildContext
 
-__all__ = ["SUMMARY_BATCH_ID", "SUMMARY_DIGEST", "IcebergTableFormat"]
+__all__ = ["SUMMARY_BATCH_ID", "SUMMARY_DIGEST", "IcebergTableFormat", "row_filter"]
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ PARTITION_LIST_LIMIT = 8 * 1024
 # Multipart part size for data files (S3 needs at least 5 MiB per part).
 PUT_CHUNK_SIZE = 8 * 1024 * 1024
 # Days encoded at once; each holds about one row group in memory.
-ENCODE_THREADS = int(os.environ.get("HYP_ICE_THREADS", "0")) or max(1, min(4, os.cpu_count() or 1))
+ENCODE_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
 @attrs.frozen
@@ -336,8 +336,8 @@ class IcebergTableFormat:
                 raise IcebergError(f"{what}: commit refused: {exc}", retryable=False) from exc
             raise
         if outcome == "already":
-            # Another attempt of this very batch landed while we were writing.
-            self._delete(written)
+            # An earlier attempt of this very batch landed meanwhile. Its files have the
+            # names ours have (and the same bytes), so they stay: the snapshot reads them.
             done = _find_commit(table, batch.batch_id, digest)
             assert done is not None
             return _already_committed(batch, done)
@@ -440,6 +440,10 @@ class IcebergTableFormat:
         what: str,
     ) -> list[_Written]:
         plan = layout.plan_days(data, dataset.time_column, dataset.lookup_key)
+        if any(rows.order is not None for rows in plan):
+            # Gathering sorted rows from many chunks re-concatenates them on every take:
+            # one contiguous copy up front is far cheaper.
+            data = data.combine_chunks()
         stem = layout.data_file_stem(self.sink, dataset.name, digest)
         base = table.location().rstrip("/")
         written: list[_Written] = []
@@ -466,8 +470,14 @@ class IcebergTableFormat:
                     write_day(rows)
             else:
                 with ThreadPoolExecutor(workers, thread_name_prefix="hypaware-iceberg") as pool:
-                    for future in [pool.submit(write_day, rows) for rows in plan]:
-                        future.result()
+                    futures = [pool.submit(write_day, rows) for rows in plan]
+                    try:
+                        for future in futures:
+                            future.result()
+                    except BaseException:
+                        # Days not started are not worth writing; the pool waits for the rest.
+                        pool.shutdown(cancel_futures=True)
+                        raise
         except BaseException:
             self._delete(written)
             raise
@@ -618,7 +628,7 @@ class IcebergTableFormat:
                 schema = pa.schema([schema.field(c) for c in wanted])
             return pa.RecordBatchReader.from_batches(schema, [])
 
-        expr = _row_filter(table, dataset, since, until, keys)
+        expr = row_filter(table, dataset, since, until, keys)
         residual: pc.Expression | None = None
         if isinstance(filter, pc.Expression):
             residual = filter
@@ -721,13 +731,14 @@ _Below: Any = LessThan
 _OneOf: Any = In
 
 
-def _row_filter(
+def row_filter(
     table: Table,
     dataset: DatasetInfo,
     since: dt.datetime | dt.date | None,
     until: dt.datetime | dt.date | None,
     keys: Iterable[Any] | None,
 ) -> BooleanExpression:
+    """The pyiceberg filter for a time range (``since <= t < until``) and lookup keys."""
     expr: BooleanExpression = AlwaysTrue()
     time_type = table.schema().find_field(dataset.time_column).field_type
     if since is not None:
@@ -739,6 +750,10 @@ def _row_filter(
             raise ValueError(f"dataset {dataset.name!r} has no lookup key to filter by")
         expr = And(expr, _OneOf(dataset.lookup_key, tuple(keys)))
     return expr
+
+
+# The name the query sources imported first.
+_row_filter = row_filter
 
 
 def _parse(text: str) -> BooleanExpression:

@@ -35,7 +35,8 @@ import attrs
 import pytest
 
 from ..contracts import BlobStore, Sink
-from ..types import DatasetInfo
+from ..types import DatasetInfo, ExportBatch
+from .data import sample_batch, sample_dataset, sample_partition
 from .promises import CheckSkipped, ContractViolation, Promise
 from .sink_checks import SINK_CHECKS, SinkHarness
 from .store_checks import STORE_CHECKS, StoreHarness
@@ -81,6 +82,10 @@ async def _run(
             outcomes.append(CheckOutcome(name, "failed", str(exc), exc.promise))
         except CheckSkipped as exc:
             outcomes.append(CheckOutcome(name, "skipped", str(exc)))
+        except AssertionError:
+            raise  # the harness itself is wrong, not the object under test
+        except Exception as exc:
+            outcomes.append(CheckOutcome(name, "failed", f"raised {type(exc).__name__}: {exc}"))
         else:
             outcomes.append(CheckOutcome(name, "passed"))
     return outcomes
@@ -91,8 +96,10 @@ async def run_sink_checks(
 ) -> list[CheckOutcome]:
     """Run the sink checks (all, or those named in `only`) against `harness`.
 
-    A check whose harness itself is broken (e.g. `read_rows` returns rows
-    without ``row_id``) raises `AssertionError` rather than reporting.
+    A check that breaks a promise is ``failed`` with the promise named; one
+    where the object raised something the contract does not cover is
+    ``failed`` without a promise. A harness that is itself broken (e.g.
+    `read_rows` returns rows without ``row_id``) raises `AssertionError`.
     """
     return await _run(SINK_CHECKS, harness, only)
 
@@ -134,6 +141,20 @@ class SinkContract:
     def target(self, tmp_path: Path) -> Any:
         """What `make_sink` and `read_rows` receive; override to start a server."""
         return tmp_path
+
+    @pytest.fixture
+    def contract_dataset(self) -> DatasetInfo:
+        """A sample dataset (`hypaware.testing.data`), for a subclass's own extra tests."""
+        return sample_dataset("extra")
+
+    @pytest.fixture
+    def contract_batch(self, contract_dataset: DatasetInfo) -> ExportBatch:
+        """A sample batch of three partitions (10, 5 and 1 rows) of `contract_dataset`."""
+        parts = [
+            sample_partition(contract_dataset, f"p{n}", rows, seq=n)
+            for n, rows in enumerate((10, 5, 1), start=1)
+        ]
+        return sample_batch(contract_dataset, parts, batch_id="extra-b1")
 
     def make_sink(self, target: Any) -> Sink | Awaitable[Sink]:
         """A new sink writing to `target`. Every call must reach the same destination."""

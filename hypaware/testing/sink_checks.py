@@ -465,7 +465,7 @@ async def check_close_aborts_wait(h: SinkHarness) -> None:
         task = asyncio.ensure_future(
             sink.export_batch(batch, ExportOptions(timeout=h.export_timeout))
         )
-        done, _ = await asyncio.wait({task}, timeout=min(1.0, h.close_timeout))
+        done, _ = await asyncio.wait({task}, timeout=min(0.3, h.close_timeout))
         if done:
             await _close_within(h, sink, "close()")
             raise AssertionError(

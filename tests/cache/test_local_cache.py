@@ -55,11 +55,11 @@ def test_append_forms(tmp_path: Path) -> None:
 
 def test_bad_rows_name_the_column(tmp_path: Path) -> None:
     cache = make_cache(tmp_path, count=0)
-    with pytest.raises(CacheError, match="missing column.*n"):
+    with pytest.raises(CacheError, match=r"missing column.*n"):
         cache.append("events", pa.table({"row_id": ["a"], "conv": ["c"], "ts": [T0]}))
     with pytest.raises(CacheError, match="column 'n' is string"):
         cache.append("events", pa.table({"row_id": ["a"], "conv": ["c"], "ts": [T0], "n": ["x"]}))
-    with pytest.raises(CacheError, match="unknown column.*extra"):
+    with pytest.raises(CacheError, match=r"unknown column.*extra"):
         cache.append("events", pa.table({**{n: [None] for n in SCHEMA.names}, "extra": [1]}))
     with pytest.raises(CacheError, match="time column 'ts' has nulls"):
         cache.append("events", [{"row_id": "a", "conv": "c", "ts": None, "n": 1}])
@@ -197,7 +197,7 @@ def test_unreadable_dataset_description_is_skipped(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
 def test_read_only_cache_reads_but_refuses_writes(tmp_path: Path) -> None:
-    cache = make_cache(tmp_path, count=6)
+    make_cache(tmp_path, count=6)
     for root, dirs, _files in os.walk(tmp_path):
         for d in dirs:
             os.chmod(Path(root) / d, 0o555)

@@ -7,7 +7,8 @@ earlier one defined), in a fresh temporary working directory, with top-level
 page's test with its page and line.
 
 Every ``json`` block must parse; one holding a whole configuration (a
-top-level ``"sinks"`` object) must also load with `hypaware.load_config`.
+top-level ``"sinks"`` object) must also load with `hypaware.load_config`
+and, when every plugin it names is installed, resolve with `hypaware.resolve`.
 
 The only way to keep a block from running is an explicit marker on the line
 right before its fence, saying why::
@@ -37,6 +38,7 @@ import hypaware
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGES = sorted(p for p in DOCS.glob("*.md"))
 FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,}|~{3,})(?P<info>[^`\n]*)$")
+REGISTRY = hypaware.Registry.from_entry_points()
 SKIP = re.compile(r"^\s*<!--\s*docs-test:\s*skip\b(?P<why>.*?)-->\s*$")
 
 
@@ -134,9 +136,18 @@ def test_json_examples_parse(found: list[Block]) -> None:
             pytest.fail(f"{where}: not valid JSON: {exc}")
         if isinstance(doc, dict) and isinstance(doc.get("sinks"), dict):
             try:
-                hypaware.load_config(doc)
+                config = hypaware.load_config(doc)
+                if _named_plugins(config) <= set(REGISTRY):
+                    hypaware.resolve(config, REGISTRY)
             except hypaware.ConfigError as exc:
-                pytest.fail(f"{where}: the example config does not load:\n{exc}")
+                pytest.fail(f"{where}: the example config does not resolve:\n{exc}")
+
+
+def _named_plugins(config: hypaware.HypawareConfig) -> set[str]:
+    names = set()
+    for spec in config.sinks:
+        names.update(n for n in (spec.writer, spec.destination, spec.plugin, spec.encoder) if n)
+    return names
 
 
 def test_the_snippet_reader_finds_blocks_and_markers(tmp_path: Path) -> None:

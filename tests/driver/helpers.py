@@ -37,12 +37,15 @@ def events_info(name: str = "events") -> DatasetInfo:
     )
 
 
-def rows(start: int, count: int, *, convs: int = 3, at: datetime = T0) -> list[dict[str, object]]:
+def rows(
+    start: int, count: int, *, convs: int = 3, at: datetime = T0, step: float = 420.0
+) -> list[dict[str, object]]:
+    """Rows ``start .. start+count-1``, one every `step` seconds (7 minutes by default)."""
     return [
         {
             "row_id": f"r{i:06d}",
             "conv": f"c{i % convs}",
-            "ts": at + timedelta(minutes=7 * i),
+            "ts": at + timedelta(seconds=step * i),
             "n": i,
         }
         for i in range(start, start + count)

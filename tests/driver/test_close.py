@@ -25,14 +25,14 @@ def _others() -> set[asyncio.Task[object]]:
     return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
 
 
-async def _close_while_blocked(tmp_path: Path, blocked: ScriptedSink, timeout: float) -> None:
+async def _close_while_blocked(tmp_path: Path, blocked: ScriptedSink, budget: float) -> None:
     cache = make_cache(tmp_path / "cache", count=9)
     threads = set(threading.enumerate())
     tasks = _others()
     good = ScriptedSink()
     driver = ExportDriver(
         cache,
-        [(spec("blocked", export_timeout=timeout), blocked), (spec("good"), good)],
+        [(spec("blocked", export_timeout=budget), blocked), (spec("good"), good)],
         state=tmp_path / "state",
     )
     run = asyncio.ensure_future(driver.run_once(backfill=True))
@@ -63,11 +63,11 @@ async def _close_while_blocked(tmp_path: Path, blocked: ScriptedSink, timeout: f
 async def test_close_aborts_a_sink_parked_in_a_long_wait(tmp_path: Path) -> None:
     sink = ScriptedSink()
     sink.mode = "hang"
-    await _close_while_blocked(tmp_path, sink, timeout=3600)
+    await _close_while_blocked(tmp_path, sink, budget=3600)
 
 
 async def test_close_cancels_a_sink_that_ignores_close(tmp_path: Path) -> None:
-    await _close_while_blocked(tmp_path, StubbornSink(), timeout=3600)
+    await _close_while_blocked(tmp_path, StubbornSink(), budget=3600)
 
 
 async def test_close_stops_run_forever_promptly(tmp_path: Path) -> None:

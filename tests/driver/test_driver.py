@@ -423,7 +423,7 @@ async def test_observer_that_raises_does_not_stop_exports(tmp_path: Path) -> Non
 
 async def test_unknown_sink_name(tmp_path: Path) -> None:
     driver = _driver(tmp_path, make_cache(tmp_path / "cache"), sinks(("alpha", ScriptedSink())))
-    with pytest.raises(ConfigError, match="no such sink.*did you mean 'alpha'"):
+    with pytest.raises(ConfigError, match=r"no such sink.*did you mean 'alpha'"):
         await driver.run_once(sinks=["alpah"])
     await driver.close()
     await driver.close()

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.ipc as ipc
 import pytest
 
@@ -125,6 +126,10 @@ async def test_export_end_to_end_through_the_driver(config_file: Path) -> None:
     tables = [ipc.open_file(f).read_all() for f in files]
     arrow_rows = pa.concat_tables(tables).to_pylist()
     assert sorted(r["tokens"] for r in arrow_rows) == [r["tokens"] for r in data]
+    by_day = ds.dataset(
+        config_file.parent / "export" / "arrow" / "calls", format="ipc", partitioning="hive"
+    ).to_table(filter=ds.field("date") == "2026-01-05")
+    assert by_day.num_rows == 50
 
 
 async def test_export_through_resolve_build_and_export_batch(config_file: Path) -> None:

@@ -154,3 +154,27 @@ async def test_empty_partitions_are_acked_without_a_snapshot(tmp_path: Path) -> 
     table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
     assert table.metadata.snapshots == []
     await sink.close()
+
+
+async def test_a_failed_file_write_removes_the_files_of_other_days(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = build_sink(sink_config(tmp_path))
+    real_put = IcebergTableFormat._put
+
+    def flaky(self: IcebergTableFormat, key: str, location: str, chunks: Any) -> int:
+        if "ts_day=2026-03-02" in location:
+            for _ in chunks:
+                pass
+            raise PermissionError("the disk said no")
+        return real_put(self, key, location, chunks)
+
+    monkeypatch.setattr(IcebergTableFormat, "_put", flaky)
+    result = await sink.export_batch(batch("b", _parts()), ExportOptions())
+
+    assert result.exported == ()
+    assert "the disk said no" in result.retry_partitions[0].reason
+    assert _data_files_on_disk(tmp_path) == set()
+    table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
+    assert table.metadata.snapshots == []
+    await sink.close()

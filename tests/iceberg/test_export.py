@@ -206,3 +206,28 @@ async def test_nanosecond_and_zoned_times_are_stored_as_utc_microseconds(tmp_pat
     value = table.scan().to_arrow().column("ts")[0].as_py()
     assert value == dt.datetime(2026, 3, 2, 4, 30, 0, 123456, tzinfo=dt.UTC)
     await sink.close()
+
+
+async def test_a_date_time_column_partitions_by_that_day(tmp_path: Path) -> None:
+    schema = pa.schema([("day", pa.date32()), ("conversation_id", pa.string())])
+    dataset = type(DATASET)(
+        name="daily", schema=schema, time_column="day", lookup_key="conversation_id"
+    )
+    data = pa.table(
+        {
+            "day": [dt.date(2026, 3, 2), dt.date(2026, 3, 1), dt.date(2026, 3, 2)],
+            "conversation_id": ["b", "a", "a"],
+        },
+        schema=schema,
+    )
+    part = PartitionRef(id="p", dataset="daily", seq=0, row_count=3, opener=data.to_reader)
+    sink = build_sink(sink_config(tmp_path))
+    result = await sink.export_batch(batch("b", [part], dataset=dataset), ExportOptions())
+    assert result.exported == ("p",)
+    assert result.files_written == 2
+    got = sink.table.scan(dataset, since=dt.date(2026, 3, 2)).read_all().to_pylist()  # type: ignore[attr-defined]
+    assert got == [
+        {"day": dt.date(2026, 3, 2), "conversation_id": "a"},
+        {"day": dt.date(2026, 3, 2), "conversation_id": "b"},
+    ]
+    await sink.close()

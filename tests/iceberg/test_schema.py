@@ -148,3 +148,59 @@ async def test_time_column_that_is_not_a_time_is_refused_at_registration(tmp_pat
     assert "table hyp.odd" in retry.reason
     assert "not a timestamp or date" in retry.reason
     await sink.close()
+
+
+async def test_nested_columns_round_trip_with_field_ids(tmp_path: Path) -> None:
+    item = pa.struct([("name", pa.string()), ("score", pa.float64())])
+    schema = pa.schema(
+        [
+            *SCHEMA,
+            ("tags", pa.list_(pa.string())),
+            ("tools", pa.list_(item)),
+            ("attrs", pa.map_(pa.string(), pa.int64())),
+        ]
+    )
+    rows = [
+        dict(r, tags=["a", "b"], tools=[{"name": "t", "score": 0.5}], attrs=[("k", 1)])
+        for r in rows_for("n", 0, 3)
+    ]
+    sink = build_sink(sink_config(tmp_path))
+    result = await sink.export_batch(
+        batch("b", [partition("p", rows, schema=schema)], dataset=_dataset(schema)),
+        ExportOptions(),
+    )
+    assert result.exported == ("p",), result
+    table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
+    got = table.scan().to_arrow().to_pylist()
+    assert [r["tags"] for r in got] == [["a", "b"]] * 3
+    assert [r["tools"] for r in got] == [[{"name": "t", "score": 0.5}]] * 3
+    assert [r["attrs"] for r in got] == [[("k", 1)]] * 3
+    # Column statistics were mapped to nested field ids.
+    (task,) = table.scan().plan_files()
+    name_id = table.schema().find_field("tools.element.name").field_id
+    assert name_id in task.file.value_counts
+
+
+async def test_table_column_is_widened_when_the_dataset_widens(tmp_path: Path) -> None:
+    narrow = pa.schema(
+        [f if f.name != "tokens" else pa.field("tokens", pa.int32()) for f in SCHEMA]
+    )
+    sink = build_sink(sink_config(tmp_path))
+    await sink.export_batch(
+        batch(
+            "b1", [partition("p1", rows_for("a", 0, 2), schema=narrow)], dataset=_dataset(narrow)
+        ),
+        ExportOptions(),
+    )
+    table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
+    assert not isinstance(table.schema().find_field("tokens").field_type, LongType)
+
+    big = [dict(r, tokens=2**40 + i) for i, r in enumerate(rows_for("b", 0, 2))]
+    result = await sink.export_batch(batch("b2", [partition("p2", big)]), ExportOptions())
+
+    assert result.exported == ("p2",)
+    table.refresh()
+    assert isinstance(table.schema().find_field("tokens").field_type, LongType)
+    got = sorted(r["tokens"] for r in table.scan().to_arrow().to_pylist())
+    assert got == [0, 1, 2**40, 2**40 + 1]
+    await sink.close()

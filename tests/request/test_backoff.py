@@ -41,6 +41,7 @@ NOW = 1_780_000_000.0
         ("1e3", None),
         ("inf", None),
         ("nan", None),
+        ("\u0663", None),  # an Arabic-Indic digit is not delta-seconds
         ("12", 12.0),
         (" 12 ", 12.0),
         ("+7", 7.0),

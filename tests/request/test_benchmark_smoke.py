@@ -18,4 +18,4 @@ def test_central_throughput_runs() -> None:
         cwd=Path(__file__).resolve().parents[2],
     )  # fmt: skip
     assert "ratio sink / plain loop" in out.stdout
-    assert "rows 300 in 3 partitions, 6 chunks" in out.stdout
+    assert "rows 300 in 3 partitions, 6 chunks" in out.stdout, out.stdout

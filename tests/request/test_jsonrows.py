@@ -148,3 +148,17 @@ def test_timestamps_match_arrow_formatting(unit: str, data: st.DataObject) -> No
     ours = [row["t"] for row in batch_to_rows(pa.record_batch({"t": arr}))]
     utc = arr.cast(pa.timestamp(unit, "UTC"))
     assert ours == pc.strftime(utc, format="%Y-%m-%dT%H:%M:%SZ").to_pylist()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)  # fmt: skip
+
+
+@given(st.dictionaries(st.text(), json_values, max_size=6))
+def test_row_bytes_are_the_json_modules(row) -> None:
+    expected = json.dumps(row, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    assert dumps_row(row) == expected.encode("utf-8")

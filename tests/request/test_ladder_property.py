@@ -10,6 +10,7 @@ retry (never dropped). Every re-send is byte-identical with the same id.
 from __future__ import annotations
 
 import asyncio
+import math
 import string
 from email.utils import formatdate
 
@@ -27,61 +28,81 @@ from .helpers import FakeClock, ScriptedTransport, make_export, make_partition
 NOW = 1_780_000_000.0  # whole seconds, so HTTP-dates (1 s resolution) are exact
 LADDER = (30.0, 60.0, 120.0, 300.0)
 
-# Each answer: (status or "conn", Retry-After text or None, the wait it asks for or None).
-garbage = st.text(alphabet=string.ascii_letters + " ,;:-_/!?", max_size=30).map(lambda t: (t, None))
+# Each answer: (status or "conn"/"timeout", Retry-After spec). A spec is ("text", text,
+# asked wait or None) or ("date", offset): an HTTP-date `offset` seconds after the
+# moment of the answer (the fake clock moves with every wait).
+garbage = st.text(alphabet=string.ascii_letters + " ,;:-_/!?", max_size=30).map(
+    lambda t: ("text", t, None)
+)
 honoured = st.one_of(
-    st.integers(1, 10**6).map(lambda n: (str(n), float(n))),
+    st.integers(1, 10**6).map(lambda n: ("text", str(n), float(n))),
     st.decimals(min_value="0.001", max_value="500", places=3).map(
-        lambda d: (str(d), float(str(d))) if d > 0 else ("0", None)
+        lambda d: ("text", str(d), float(str(d)))
     ),
-    st.integers(1, 10**5).map(lambda s: (formatdate(NOW + s, usegmt=True), float(s))),
-    st.integers(21, 60).map(lambda k: ("9" * k, MAX_RETRY_AFTER)),
+    st.integers(1, 10**5).map(lambda s: ("date", s)),
+    st.integers(21, 60).map(lambda k: ("text", "9" * k, MAX_RETRY_AFTER)),
 )
 no_pacing = st.one_of(
-    st.just((None, None)),
-    st.sampled_from(["", " ", "0", "00", "0.0", "-0"]).map(lambda t: (t, None)),
-    st.integers(1, 10**6).map(lambda n: (f"-{n}", None)),
-    st.integers(0, 10**6).map(lambda s: (formatdate(NOW - s, usegmt=True), None)),
+    st.just(("text", None, None)),
+    st.sampled_from(["", " ", "0", "00", "0.0", "-0"]).map(lambda t: ("text", t, None)),
+    st.integers(1, 10**6).map(lambda n: ("text", f"-{n}", None)),
+    st.integers(-(10**6), 0).map(lambda s: ("date", s)),
     garbage,
 )
-backpressure = st.tuples(st.sampled_from([429, 503]), st.one_of(honoured, no_pacing)).map(
-    lambda t: (t[0], t[1][0], t[1][1])
-)
-ladder_only = st.tuples(
-    st.sampled_from([500, 502, 504, "conn", "timeout"]), st.one_of(honoured, no_pacing)
-).map(lambda t: (t[0], t[1][0], None))
-answers = st.lists(st.one_of(backpressure, ladder_only), max_size=25)
+statuses = st.sampled_from([429, 503, 500, 502, 504, "conn", "timeout"])
+answers = st.lists(st.tuples(statuses, st.one_of(honoured, no_pacing)), max_size=25)
 
 
-def _response(status: int | str, retry_after: str | None) -> object:
-    if status == "conn":
-        return httpx.ConnectError("connection refused")
-    if status == "timeout":
-        return httpx.ReadTimeout("read timed out")
-    headers = {} if retry_after is None else {"Retry-After": retry_after}
-    return httpx.Response(int(status), headers=headers, json={"error": {"message": "slow down"}})
+def _header(spec: tuple, now: float) -> str | None:
+    if spec[0] == "date":
+        return formatdate(now + spec[1], usegmt=True)
+    return spec[1]
 
 
-def _expected(script: list[tuple[int | str, str | None, float | None]], budget: float):
+def _asked(status: int | str, spec: tuple, now: float) -> float | None:
+    """The wait the answer asks for, computed independently of the code under test."""
+    if status not in (429, 503):
+        return None  # only backpressure statuses are paced by Retry-After
+    if spec[0] == "date":
+        wait = math.floor(now + spec[1]) - now  # HTTP-dates have whole seconds
+        return wait if wait > 0 else None
+    return spec[2]
+
+
+def _responder(status: int | str, spec: tuple, clock: FakeClock):
+    def respond(request: httpx.Request) -> object:
+        if status == "conn":
+            return httpx.ConnectError("connection refused")
+        if status == "timeout":
+            return httpx.ReadTimeout("read timed out")
+        text = _header(spec, clock.now)
+        headers = {} if text is None else {"Retry-After": text}
+        return httpx.Response(int(status), headers=headers, json={"error": {"message": "later"}})
+
+    return respond
+
+
+def _expected(script: list[tuple], budget: float) -> tuple[list[float], bool]:
     """The waits the spec asks for, and whether the chunk gives up."""
     waits: list[float] = []
     step = 0
-    for _status, _text, asked in script:
-        if asked is not None:
-            wait = asked
-        else:
+    now = NOW
+    for status, spec in script:
+        wait = _asked(status, spec, now)
+        if wait is None:
             wait = LADDER[min(step, len(LADDER) - 1)]
             step += 1
         if sum(waits) + wait > budget:
             return waits, True
         waits.append(wait)
+        now += wait
     return waits, False
 
 
 @given(answers, st.sampled_from([300.0, 0.0, 45.0, 1000.0]))
 def test_ladder_and_budget_for_any_answers(script, budget) -> None:
     clock = FakeClock(NOW)
-    transport = ScriptedTransport([_response(s, t) for s, t, _ in script])
+    transport = ScriptedTransport([_responder(s, spec, clock) for s, spec in script])
     sink = RequestSink(
         "fwd",
         CentralWire("https://central.example", "tok-secret-123", "gw"),

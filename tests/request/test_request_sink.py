@@ -7,6 +7,7 @@ import gzip
 import json
 import logging
 import ssl
+import sys
 import time
 
 import httpx
@@ -16,7 +17,7 @@ import pytest
 from hypaware.backoff import BackoffPolicy
 from hypaware.chunking import ChunkLimits
 from hypaware.contracts import Sink
-from hypaware.errors import SinkClosedError
+from hypaware.errors import ConfigError, SinkClosedError
 from hypaware.plugins.central import CentralWire
 from hypaware.request_sink import RequestSink
 from hypaware.types import ExportOptions, PartitionRef
@@ -320,3 +321,11 @@ async def test_secrets_stay_out_of_logs_reprs_and_results(caplog) -> None:
     assert "rate limited" in caplog.text and "bad token" in caplog.text
     for text in (caplog.text, repr(sink), repr(sink.wire), repr(result)):
         assert TOKEN not in text
+
+
+def test_an_unusable_codec_fails_when_the_sink_is_built(monkeypatch) -> None:
+    with pytest.raises(ConfigError, match="unknown compression 'lz4'"):
+        make_sink(ScriptedTransport(), codec="lz4")
+    monkeypatch.setitem(sys.modules, "zstandard", None)
+    with pytest.raises(ConfigError, match=r"pip install 'hypaware\[zstd\]'"):
+        make_sink(ScriptedTransport(), codec="zstd")

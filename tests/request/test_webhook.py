@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import pytest
@@ -38,7 +39,7 @@ class Receiver:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.script: collections.deque[tuple[int, str | None]] = collections.deque()
-        self.rows: list[dict[str, Any]] = []
+        self.rows: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
         self.keys: set[str] = set()
         self.requests: list[dict[str, str]] = []
         self.bad_signatures = 0
@@ -79,10 +80,11 @@ class Receiver:
             key = headers["Idempotency-Key"]
             if key not in self.keys:
                 self.keys.add(key)
+                rows = self.rows[unquote(headers["X-Hyp-Dataset"])]
                 if headers["Content-Type"] == "application/json":
-                    self.rows.extend(json.loads(body))
+                    rows.extend(json.loads(body))
                 else:
-                    self.rows.extend(json.loads(line) for line in body.splitlines())
+                    rows.extend(json.loads(line) for line in body.splitlines())
             return 200, None
 
 
@@ -133,7 +135,7 @@ async def test_rows_arrive_once_signed_through_backpressure(
         await sink.close()
     assert not pending
     assert receiver.bad_signatures == 0
-    assert sorted(r["seq"] for r in receiver.rows) == sorted(
+    assert sorted(r["seq"] for r in receiver.rows["events"]) == sorted(
         s for i in range(3) for s in range(i * 1000, i * 1000 + 45)
     )
     assert len(receiver.keys) == 9

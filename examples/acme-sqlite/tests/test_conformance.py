@@ -10,9 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.ipc as ipc
+import pytest
 from hypaware_example_sqlite.sqlite_sink import SqliteSink, read_table
 
-from hypaware import DatasetInfo, Registry, Sink, build, load_config, resolve
+from hypaware import (
+    DatasetInfo,
+    ExportBatch,
+    ExportOptions,
+    Registry,
+    Sink,
+    build,
+    load_config,
+    resolve,
+)
 from hypaware.paths import encode_segment
 from hypaware.testing.conformance import SinkContract
 
@@ -35,6 +45,21 @@ class TestSqliteSink(SinkContract):
 
     def local_root(self, target: Path) -> Path:
         return target / "db"
+
+    # A test of its own next to the suite's, using the suite's sample batch.
+    @pytest.mark.asyncio
+    async def test_table_prefix_names_the_table(
+        self, target: Path, contract_batch: ExportBatch
+    ) -> None:
+        sink = build_one(
+            target, {"plugin": "@acme/sqlite", "config": {"path": "p.db", "table_prefix": "t_"}}
+        )
+        try:
+            result = await sink.export_batch(contract_batch, ExportOptions())
+        finally:
+            await sink.close()
+        assert result.rows_written == contract_batch.row_count == 16
+        assert len(read_table(target / "p.db", "t_extra")) == 16
 
 
 class TestArrowIpcOnLocalFs(SinkContract):

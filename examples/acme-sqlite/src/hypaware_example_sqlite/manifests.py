@@ -34,7 +34,7 @@ _COMPRESSIONS = (None, "lz4", "zstd")
 
 def _compression(_inst: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
     if value not in _COMPRESSIONS:
-        raise FieldValueError(attribute.alias, f"must be null, 'lz4' or 'zstd', got {value!r}")
+        raise FieldValueError(attribute.name, f"must be null, 'lz4' or 'zstd', got {value!r}")
 
 
 @attrs.frozen

@@ -1,0 +1,41 @@
+"""The Iceberg benchmark at a tiny size, so it keeps working (its timings are not checked)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.iceberg, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("partitions", ["conversation", "day"])
+def test_benchmark_runs_at_a_tiny_size(partitions: str) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.iceberg_export",
+            "--rows",
+            "3000",
+            "--conversations",
+            "40",
+            "--partitions",
+            partitions,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    # Exit 1 means a target was missed, which a tiny size says nothing about.
+    assert proc.returncode in (0, 1), proc.stderr
+    out = proc.stdout
+    assert "Iceberg export: 3,000 rows" in out
+    for name in ("hypaware", "pyiceberg append", "pyarrow"):
+        assert f"  {name} " in out
+    assert "7 files" in out

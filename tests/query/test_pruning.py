@@ -1,0 +1,98 @@
+"""Pruning: one conversation on one day of a 7-day archive opens only that day's files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hypaware
+import hypaware.query_sources as query_sources
+from hypaware.iceberg.fileio import ObstoreFileIO
+
+from .helpers import DAY0, cache_for, config, export, iceberg_sink, make_rows, parquet_sink
+
+DAYS = 7
+DAY = "2026-03-04"
+
+
+def _archive(tmp_path: Path, sink: dict[str, Any]) -> hypaware.HypawareConfig:
+    cfg = config(tmp_path, {"arch": sink})
+    cache = cache_for(cfg)
+    for day in range(DAYS):
+        cache.append("events", make_rows(day * 1000, 90, day=day, convs=3))
+    cache.seal("events")
+    report = export(cfg, cache)
+    assert report.ok
+    # The cache keeps nothing: every row must come from the archive.
+    for part in cache.ready_partitions("events"):
+        (cache.path / "events" / "sealed" / f"{part.id}.parquet").unlink()
+    return cfg
+
+
+def _expected() -> list[int]:
+    rows = make_rows(3000, 90, day=3, convs=3)
+    return sorted(r["row_id"] for r in rows if r["conv"] == "c1")
+
+
+def _one_key_one_day(cfg: hypaware.HypawareConfig) -> list[int]:
+    reader = hypaware.query(
+        cfg, "events", since=DAY, until="2026-03-05", keys=["c1"], columns=["row_id"]
+    )
+    return sorted(reader.read_all().column("row_id").to_pylist())
+
+
+def test_parquet_on_local_fs_opens_only_that_days_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = _archive(tmp_path, parquet_sink(tmp_path / "out"))
+    opened: list[str] = []
+    real = query_sources._filesystem
+
+    def counting(store: Any) -> tuple[Any, str]:
+        fs, root = real(store)
+        inner = fs._open
+
+        def _open(path: str, *args: Any, **kwargs: Any) -> Any:
+            opened.append(path)
+            return inner(path, *args, **kwargs)
+
+        fs._open = _open
+        return fs, root
+
+    monkeypatch.setattr(query_sources, "_filesystem", counting)
+    assert _one_key_one_day(cfg) == _expected()
+    assert opened, "the archive was not read"
+    assert all(f"/date={DAY}/" in p for p in opened), opened
+    # One file per conversation per day: the day has 3 of the archive's 21.
+    assert len(set(opened)) <= 3
+
+    opened.clear()
+    everything = hypaware.query(cfg, "events", columns=["row_id"]).read_all()
+    assert everything.num_rows == DAYS * 90
+    assert len(set(opened)) == DAYS * 3
+
+
+@pytest.mark.iceberg
+def test_iceberg_opens_only_that_days_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = _archive(tmp_path, iceberg_sink(tmp_path / "wh"))
+    opened: list[str] = []
+    real = ObstoreFileIO.new_input
+
+    def new_input(self: ObstoreFileIO, location: str) -> Any:
+        if location.endswith(".parquet"):
+            opened.append(location)
+        return real(self, location)
+
+    monkeypatch.setattr(ObstoreFileIO, "new_input", new_input)
+    assert _one_key_one_day(cfg) == _expected()
+    assert opened, "the table was not read"
+    day = DAY0.replace(day=4).date().isoformat()
+    assert all(f"ts_day={day}" in p for p in opened), opened
+
+    opened.clear()
+    assert hypaware.query(cfg, "events", columns=["row_id"]).read_all().num_rows == DAYS * 90
+    assert len({p.split("ts_day=")[1][:10] for p in opened}) == DAYS

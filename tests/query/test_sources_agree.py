@@ -1,0 +1,85 @@
+"""The same question gets the same rows from local-fs Parquet, S3 (moto) Parquet and Iceberg."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import hypaware
+from hypaware.testing.peers import S3Peer
+
+from .helpers import cache_for, config, export, iceberg_sink, make_rows, parquet_sink
+
+pytestmark = [pytest.mark.s3, pytest.mark.iceberg]
+
+QUESTIONS: list[dict[str, Any]] = [
+    {},
+    {"since": "2026-03-02", "until": "2026-03-04"},
+    {"keys": ["c2"], "columns": ["row_id", "ts", "tokens"]},
+    {
+        "since": "2026-03-01T12:00:00Z",
+        "keys": ["c0", "c1"],
+        "where": "tokens >= 8 and role = 'user'",
+    },
+    {"where": "role in ('user') and not tokens is null", "limit": 500},
+]
+
+
+def _s3(peer: S3Peer, prefix: str) -> dict[str, Any]:
+    return {
+        "bucket": peer.bucket,
+        "endpoint": peer.endpoint,
+        "allow_http": True,
+        "region": peer.region,
+        "access_key_id": peer.access_key_id,
+        "secret_access_key": peer.secret_access_key,
+        "prefix": prefix,
+    }
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    return table.sort_by("row_id") if "row_id" in table.column_names else table
+
+
+def test_local_s3_and_iceberg_answer_alike(tmp_path: Path, moto_s3: S3Peer) -> None:
+    prefix = f"agree-{tmp_path.name}"
+    sinks = {
+        "local": parquet_sink(tmp_path / "out"),
+        "s3": {
+            "writer": "@hypaware/format-parquet",
+            "destination": "@hypaware/s3",
+            "config": _s3(moto_s3, prefix),
+        },
+        "ice": iceberg_sink(tmp_path / "wh"),
+        "ice_s3": {
+            "writer": "@hypaware/format-iceberg",
+            "destination": "@hypaware/s3",
+            "config": {**_s3(moto_s3, f"{prefix}-ice"), "namespace": "hyp"},
+        },
+    }
+    cfg = config(tmp_path, sinks)
+    cache = cache_for(cfg)
+    for day in range(4):
+        cache.append("events", make_rows(day * 1000, 120, day=day, hour=day * 3))
+    cache.seal("events")
+    assert export(cfg, cache).ok
+    # Some rows only in the cache, some only in the sinks.
+    cache.append("events", make_rows(9000, 40, day=3, hour=20))
+    cache.seal("events")
+    for part in cache.ready_partitions("events")[:4]:
+        (cache.path / "events" / "sealed" / f"{part.id}.parquet").unlink()
+
+    for question in QUESTIONS:
+        answers = {}
+        for sink in sinks:
+            limit = question.get("limit")
+            args = {k: v for k, v in question.items() if k != "limit"}
+            table = hypaware.query(cfg, "events", sink=sink, **args).read_all()
+            answers[sink] = _sorted(table).slice(0, limit) if limit else _sorted(table)
+        local = answers.pop("local")
+        assert local.num_rows > 0, question
+        for sink, table in answers.items():
+            assert table.equals(local), (sink, question)
