@@ -32,7 +32,6 @@ from hypaware.local_cache import LocalCache
 from . import datagen
 from ._common import COMPRESSION, ROW_GROUP_SIZE, best, run_repeated, timer
 
-TARGET = 0.5
 DAY = 3
 
 
@@ -136,8 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"  hypaware.query       {a:8.3f} s")
         print(f"  pyarrow full scan    {b:8.3f} s")
-        verdict = "OK" if ratio <= TARGET else "OVER"
-        print(f"  ratio                {ratio:8.3f}     target <= {TARGET:.2f}  {verdict}")
+        print(f"  ratio                {ratio:8.3f}     (hypaware / full scan; lower is better)")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -105,6 +105,8 @@ class _Context:
     sink: Any
     read_floor: Any
     cleanup: list[Any]
+    # Closed as soon as the plan is made (sqlite connections stay in their thread).
+    planning: list[Any] = attrs.field(factory=list)
 
 
 def _as_config(source: Any) -> HypawareConfig:
@@ -172,8 +174,12 @@ def _context(
         runners = getattr(source, "_runners", {})
         candidates = []
         for name, runner in runners.items():
-            built = runner.build()
-            candidates.append((name, sink_source(name, built) is not None, runner.spec.datasets))
+            try:
+                readable = sink_source(name, runner.build()) is not None
+            except Exception as exc:  # a sink that cannot be built is no source
+                log.warning("sink %s cannot be built for a query: %s", name, exc)
+                readable = False
+            candidates.append((name, readable, runner.spec.datasets))
         chosen = _pick(candidates, dataset, sink)
         state = source.state
         built_sink = runners[chosen].build() if chosen is not None else None
@@ -201,18 +207,24 @@ def _context(
     try:
         built_sink = build(plans[chosen], config=config, env=env)
     except (ConfigError, HypawareError) as exc:
-        raise SourceUnreadableError(f"sink {chosen!r}", f"cannot be built: {exc}") from exc
+        error = SourceUnreadableError(f"sink {chosen!r}", f"cannot be built: {exc}")
+        if not allow_partial:
+            raise error from exc
+        warnings.warn(
+            f"query of {dataset!r} is partial: {error}; reading the cache alone",
+            CacheOnlyWarning,
+            stacklevel=4,
+        )
+        return _Context(cache, info, None, None, None, [])
     store = _open_state(config)
-    cleanup: list[Any] = [built_sink]
 
     def read_floor() -> ExportFloor | None:
         if store is None:
             return None
         return acknowledged(store, chosen, dataset)
 
-    if store is not None:
-        cleanup.append(store)
-    return _Context(cache, info, chosen, built_sink, read_floor, cleanup)
+    planning = [store] if store is not None else []
+    return _Context(cache, info, chosen, built_sink, read_floor, [built_sink], planning)
 
 
 def acknowledged(store: ProgressStore, sink: str, dataset: str) -> ExportFloor | None:
@@ -469,10 +481,10 @@ async def plan_query(
 
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise QueryInputError(f"limit: expected a non-negative integer, got {limit!r}")
-    ctx = _context(source, dataset, sink, env)
+    ctx = _context(source, dataset, sink, env, allow_partial)
     try:
         filters = _filters(ctx.dataset, columns, since, until, keys, where)
-        if ctx.sink_name is None:
+        if ctx.sink_name is None and not allow_partial:
             warnings.warn(
                 f"no queryable sink receives dataset {dataset!r}: reading the cache alone, "
                 "so rows older than the cache's retention are not included",
@@ -496,6 +508,8 @@ async def plan_query(
     except BaseException:
         await _close(ctx.cleanup)
         raise
+    finally:
+        await _close(ctx.planning)
     cleanup = ctx.cleanup
 
     def batches() -> Iterator[pa.RecordBatch]:

@@ -47,18 +47,24 @@ RESERVED = frozenset(
 )
 
 
+# The spec's example config names no token: it comes from the environment.
+DEFAULT_TOKEN = Secret("${HYP_CENTRAL_TOKEN}")
+
+
 @attrs.frozen(kw_only=True)
 class CentralConfig(RequestSinkSettings):
     """Settings of ``@hypaware/central``; the shared ones are on `RequestSinkSettings`.
 
     - `endpoint` (str, required): the server's base URL, ``https://`` (plain
       ``http://`` only to loopback unless `allow_insecure_http`).
-    - `token` (secret, required): the gateway's bearer token, e.g. ``"${HYP_TOKEN}"``.
+    - `token` (secret, default ``"${HYP_CENTRAL_TOKEN}"``): the gateway's bearer
+      token; by default it is read from the environment variable
+      ``HYP_CENTRAL_TOKEN`` when the sink is built.
     - `compression` (``"gzip"`` default, ``"zstd"`` or ``"none"``).
     """
 
     endpoint: str
-    token: Secret
+    token: Secret = DEFAULT_TOKEN
     compression: Literal["none", "gzip", "zstd"] = "gzip"
 
     def __attrs_post_init__(self) -> None:

@@ -278,3 +278,21 @@ class TestRetention:
         report = cache.enforce_retention({"events": floor})
         assert len(report.forced) == 2
         assert cache.stats.forced_drops == 2
+
+
+def test_retention_on_a_read_only_cache_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = [T0]
+    cache = make_cache(tmp_path, count=6, retention=timedelta(hours=1), clock=lambda: clock[0])
+    clock[0] += timedelta(hours=2)
+
+    def refuse(self: Path, missing_ok: bool = False) -> None:
+        raise PermissionError(13, "Read-only file system", str(self))
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    with caplog.at_level(logging.WARNING):
+        report = cache.enforce_retention({})
+    assert report.dropped == ()
+    assert cache.stats.io_errors == len(cache.ready_partitions("events"))
+    assert "could not drop" in caplog.text

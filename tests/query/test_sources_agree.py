@@ -9,11 +9,9 @@ import pyarrow as pa
 import pytest
 
 import hypaware
-from hypaware.testing.peers import S3Peer
+from hypaware.testing.peers import AzuritePeer, S3Peer
 
 from .helpers import cache_for, config, export, iceberg_sink, make_rows, parquet_sink
-
-pytestmark = [pytest.mark.s3, pytest.mark.iceberg]
 
 QUESTIONS: list[dict[str, Any]] = [
     {},
@@ -44,22 +42,52 @@ def _sorted(table: pa.Table) -> pa.Table:
     return table.sort_by("row_id") if "row_id" in table.column_names else table
 
 
+@pytest.mark.s3
+@pytest.mark.iceberg
 def test_local_s3_and_iceberg_answer_alike(tmp_path: Path, moto_s3: S3Peer) -> None:
     prefix = f"agree-{tmp_path.name}"
-    sinks = {
-        "local": parquet_sink(tmp_path / "out"),
-        "s3": {
-            "writer": "@hypaware/format-parquet",
-            "destination": "@hypaware/s3",
-            "config": _s3(moto_s3, prefix),
+    _agree(
+        tmp_path,
+        {
+            "local": parquet_sink(tmp_path / "out"),
+            "s3": {
+                "writer": "@hypaware/format-parquet",
+                "destination": "@hypaware/s3",
+                "config": _s3(moto_s3, prefix),
+            },
+            "ice": iceberg_sink(tmp_path / "wh"),
+            "ice_s3": {
+                "writer": "@hypaware/format-iceberg",
+                "destination": "@hypaware/s3",
+                "config": {**_s3(moto_s3, f"{prefix}-ice"), "namespace": "hyp"},
+            },
         },
-        "ice": iceberg_sink(tmp_path / "wh"),
-        "ice_s3": {
-            "writer": "@hypaware/format-iceberg",
-            "destination": "@hypaware/s3",
-            "config": {**_s3(moto_s3, f"{prefix}-ice"), "namespace": "hyp"},
-        },
+    )
+
+
+@pytest.mark.azure
+def test_local_and_azure_answer_alike(tmp_path: Path, azurite: AzuritePeer) -> None:
+    azure = {
+        "account": azurite.account,
+        "container": azurite.container,
+        "account_key": azurite.account_key,
+        "endpoint": azurite.endpoint,
+        "prefix": f"agree-{tmp_path.name}",
     }
+    _agree(
+        tmp_path,
+        {
+            "local": parquet_sink(tmp_path / "out"),
+            "azure": {
+                "writer": "@hypaware/format-parquet",
+                "destination": "@hypaware/azure",
+                "config": azure,
+            },
+        },
+    )
+
+
+def _agree(tmp_path: Path, sinks: dict[str, Any]) -> None:
     cfg = config(tmp_path, sinks)
     cache = cache_for(cfg)
     for day in range(4):

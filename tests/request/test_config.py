@@ -98,7 +98,6 @@ def test_allow_insecure_http_opts_in() -> None:
 @pytest.mark.parametrize(
     ("config", "says"),
     [
-        ({"endpoint": "https://h.example"}, "token"),
         ({"endpoint": "https://h.example", "token": 5}, "string"),
         ({"endpoint": "https://h.example", "compression": "lz4"}, "compression"),
         ({"endpoint": "https://h.example", "backoff_ladder": []}, "backoff_ladder"),
@@ -128,6 +127,21 @@ def test_a_reserved_header_cannot_be_overridden() -> None:
     )
     with pytest.raises(ConfigError, match=r"headers\.Authorization"):
         build(plan, env={"HYP_TOKEN": "t"})
+
+
+def test_the_token_defaults_to_an_environment_variable() -> None:
+    cfg = {
+        "sinks": {
+            "fwd": {"plugin": "@hypaware/central", "config": {"endpoint": "https://h.example"}}
+        }
+    }
+    (plan,) = resolve(cfg, REGISTRY)
+    assert plan.plugin is not None
+    assert plan.plugin.config.token == Secret("${HYP_CENTRAL_TOKEN}")
+    with pytest.raises(ConfigError, match=r"sinks\.fwd\.config\.token.*HYP_CENTRAL_TOKEN"):
+        build(plan, env={})
+    sink = build(plan, env={"HYP_CENTRAL_TOKEN": "tok-3f9a77"})
+    assert "tok-3f9a77" not in repr(sink)
 
 
 def test_a_missing_token_variable_names_the_field() -> None:
