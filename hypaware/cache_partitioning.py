@@ -16,7 +16,6 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import CacheError
@@ -177,14 +176,14 @@ def key_dir(key: Mapping[str, Any]) -> str:
     return f"{slug}-{digest}" if slug else digest
 
 
-def bucket_closed(keydir: Path, info: DatasetInfo, before: datetime) -> bool:
-    if info.time_grain is None:
+def bucket_closed(key: Mapping[str, Any], info: DatasetInfo, before: datetime) -> bool:
+    """Whether the time bucket of partition `key` ended at or before `before`."""
+    if info.time_grain is None or not key.get("bucket"):
         return True
+    fmt, width = GRAINS[info.time_grain]
     try:
-        key = json.loads((keydir / "key.json").read_text())
-        fmt, width = GRAINS[info.time_grain]
-        start = datetime.strptime(key["bucket"], fmt).replace(tzinfo=UTC)
-    except (OSError, ValueError, KeyError, TypeError):
+        start = datetime.strptime(str(key["bucket"]), fmt).replace(tzinfo=UTC)
+    except ValueError:
         return True
     if before.tzinfo is None:
         before = before.replace(tzinfo=UTC)

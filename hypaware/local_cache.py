@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -61,7 +60,10 @@ log = logging.getLogger(__name__)
 
 _DATASET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _SEGMENT = re.compile(r"^(\d{12})-([A-Za-z0-9_-]+)\.parquet$")
-_SEALING = re.compile(r"^(\d{12})-([A-Za-z0-9_-]+)$")
+# Chunk names: "<key dir>.<time>-<pid>-<n>.arrow"; claimed ones get "<seq>." in front.
+_CHUNK = re.compile(r"^([A-Za-z0-9_-]+)\.(\d{20}-\d+-\d+)\.arrow$")
+_SEALING = re.compile(r"^(\d{12})\.([A-Za-z0-9_-]+)\.(\d{20}-\d+-\d+)\.arrow$")
+_KEY_META = b"hypaware.key"
 _META = "hypaware.segment"
 _chunk_counter = itertools.count()
 
@@ -263,22 +265,15 @@ class LocalCache:
             return 0
         directory = self.path / dataset
         with self._lock(dataset):
-            touched: list[Path] = []
             try:
                 for key, part in split_by_key(info, table):
-                    keydir = directory / "open" / key_dir(key)
-                    keydir.mkdir(parents=True, exist_ok=True)
-                    if not (keydir / "key.json").exists():
-                        self._atomic_write(
-                            keydir / "key.json", json.dumps(key).encode(), sync_dir=False
-                        )
-                    name = f"{time.time_ns():020d}-{os.getpid()}-{next(_chunk_counter):06d}.arrow"
-                    write = functools.partial(_write_ipc, table=part)
-                    self._atomic_write_with(keydir / name, write, sync_dir=False)
-                    touched.append(keydir)
-                # One fsync per directory instead of one per file.
-                for keydir in touched:
-                    self._sync_dir(keydir)
+                    name = (
+                        f"{key_dir(key)}.{time.time_ns():020d}-{os.getpid()}-"
+                        f"{next(_chunk_counter):06d}.arrow"
+                    )
+                    write = functools.partial(_write_ipc, table=part, key=key)
+                    self._atomic_write_with(directory / "open" / name, write, sync_dir=False)
+                # One directory fsync for all the chunks of this append.
                 self._sync_dir(directory / "open")
             except OSError as exc:
                 raise CacheError(
@@ -307,70 +302,95 @@ class LocalCache:
     def _seal_locked(self, info: DatasetInfo, before: datetime | None) -> list[PartitionRef]:
         directory = self.path / info.name
         try:
-            keydirs = sorted(p for p in (directory / "open").iterdir() if p.is_dir())
+            entries = sorted(os.listdir(directory / "open"))
         except FileNotFoundError:
             return []
-        claimed: list[Path] = []
+        by_key: dict[str, list[str]] = {}
+        for entry in entries:
+            m = _CHUNK.match(entry)
+            if m:
+                by_key.setdefault(m.group(1), []).append(entry)
+        claimed: list[int] = []
         try:
             # Claim every partition first (one directory fsync for all of them), then
-            # write the segments: fsyncs per seal stay few whatever the partition count.
+            # write the segments. A chunk is claimed by renaming it under its seq: the
+            # commit point. Should a crash interrupt the claims of one key, the chunks
+            # claimed so far make that seq's partition and the rest a later one.
             seq = self._next_seq(info.name)
-            for keydir in keydirs:
-                if not any(keydir.glob("*.arrow")):
-                    shutil.rmtree(keydir, ignore_errors=True)
-                    continue
-                if before is not None and not bucket_closed(keydir, info, before):
-                    continue
-                target = directory / "sealing" / f"{seq:012d}-{keydir.name}"
-                target.parent.mkdir(exist_ok=True)
-                os.rename(keydir, target)
-                claimed.append(target)
+            for chunks in by_key.values():
+                if before is not None:
+                    key = _chunk_key(directory / "open" / chunks[0])
+                    if not bucket_closed(key, info, before):
+                        continue
+                for chunk in chunks:
+                    os.rename(
+                        directory / "open" / chunk, directory / "sealing" / f"{seq:012d}.{chunk}"
+                    )
+                claimed.append(seq)
                 seq += 1
             if not claimed:
                 return []
             self._sync_dir(directory / "sealing")
             self._sync_dir(directory / "open")
             self._atomic_write(directory / "seq", str(seq - 1).encode())
-            return [self._ref(info, s) for s in self._finish_seals(info, claimed)]
+            segments = self._finish_seals(info, self._claims(info.name))
+            wanted = set(claimed)
+            return [self._ref(info, s) for s in segments if s.seq in wanted]
         except OSError as exc:
             raise CacheError(f"cannot seal dataset {info.name!r} in {self.path}: {exc}") from exc
 
-    def _finish_seals(self, info: DatasetInfo, claimed: Sequence[Path]) -> list[_Segment]:
+    def _claims(self, dataset: str) -> dict[int, tuple[str, list[Path]]]:
+        """Chunks claimed by seals, by seq: (key directory name, chunk paths)."""
+        claims: dict[int, tuple[str, list[Path]]] = {}
+        sealing = self.path / dataset / "sealing"
+        with contextlib.suppress(FileNotFoundError):
+            for entry in sorted(os.listdir(sealing)):
+                m = _SEALING.match(entry)
+                if m:
+                    claims.setdefault(int(m.group(1)), (m.group(2), []))[1].append(sealing / entry)
+        return claims
+
+    def _finish_seals(
+        self, info: DatasetInfo, claims: Mapping[int, tuple[str, list[Path]]]
+    ) -> list[_Segment]:
         """Write the segments of claimed partitions, then release the claims in seq order."""
-        finals = [self._write_segment(info, sealing) for sealing in claimed]
-        if finals:
-            self._sync_dir(finals[0].parent)
+        if not claims:
+            return []
+        order = sorted(claims)
+        finals = [self._write_segment(info, seq, *claims[seq]) for seq in order]
+        self._sync_dir(finals[0].parent)
         segments = []
-        for sealing, final in zip(claimed, finals, strict=True):
-            shutil.rmtree(sealing)
+        for seq, final in zip(order, finals, strict=True):
+            for chunk in claims[seq][1]:
+                with contextlib.suppress(FileNotFoundError):
+                    chunk.unlink()
             segment = self._segment(final)
             if segment is None:
                 raise CacheError(f"segment {final} was written but cannot be read back")
             segments.append(segment)
-        if claimed:
-            self._sync_dir(claimed[0].parent)
+        self._sync_dir(self.path / info.name / "sealing")
         return segments
 
-    def _write_segment(self, info: DatasetInfo, sealing: Path) -> Path:
+    def _write_segment(self, info: DatasetInfo, seq: int, keydir: str, chunks: list[Path]) -> Path:
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
-        match = _SEALING.match(sealing.name)
-        assert match is not None
-        seq = int(match.group(1))
-        final = sealing.parent.parent / "sealed" / f"{sealing.name}.parquet"
+        final = self.path / info.name / "sealed" / f"{seq:012d}-{keydir}.parquet"
         if final.exists():
             return final
         sealed_at = self._clock()
         rows = 0
         lo: Any = None
         hi: Any = None
+        key: Any = {}
         tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
         with pq.ParquetWriter(tmp, info.schema, compression="zstd") as writer:
-            for chunk in sorted(sealing.glob("*.arrow")):
+            for chunk in sorted(chunks):
                 with pa.memory_map(str(chunk)) as source:
                     table = pa.ipc.open_file(source).read_all()
+                key = _key_of(table.schema) or key
+                table = table.replace_schema_metadata(info.schema.metadata)
                 if table.num_rows == 0:
                     continue
                 writer.write_table(table)
@@ -378,8 +398,6 @@ class LocalCache:
                 mm = pc.min_max(table.column(info.time_column))
                 lo = _min(lo, mm["min"].as_py())
                 hi = _max(hi, mm["max"].as_py())
-            key_file = sealing / "key.json"
-            key = json.loads(key_file.read_text()) if key_file.exists() else {}
             doc = {
                 "seq": seq,
                 "key": key,
@@ -421,21 +439,16 @@ class LocalCache:
             for tmp in _walk_temps(directory / sub):
                 with contextlib.suppress(OSError):
                     tmp.unlink()
-        with contextlib.suppress(FileNotFoundError):
-            pending = sorted(
-                directory / "sealing" / e
-                for e in os.listdir(directory / "sealing")
-                if _SEALING.match(e)
+        claims = self._claims(dataset)
+        if claims:
+            self._finish_seals(info, claims)
+            self.stats.recovered_seals += len(claims)
+            log.info(
+                "cache dataset %r: finished %d interrupted seals",
+                dataset,
+                len(claims),
+                extra={"dataset": dataset},
             )
-            if pending:
-                self._finish_seals(info, pending)
-                self.stats.recovered_seals += len(pending)
-                log.info(
-                    "cache dataset %r: finished %d interrupted seals",
-                    dataset,
-                    len(pending),
-                    extra={"dataset": dataset},
-                )
 
     def recover(self) -> None:
         """Finish interrupted seals of every dataset now (writers also do it on their own)."""
@@ -682,11 +695,27 @@ def _check_dataset_name(name: str) -> None:
         )
 
 
-def _write_ipc(f: Any, table: pa.Table) -> None:
+def _write_ipc(f: Any, table: pa.Table, key: Mapping[str, Any]) -> None:
     import pyarrow as pa
 
-    with pa.ipc.new_file(f, table.schema) as writer:
-        writer.write_table(table)
+    # The partition key travels in the chunk itself, so a chunk needs no side file.
+    schema = table.schema.with_metadata(
+        {**(table.schema.metadata or {}), _KEY_META: json.dumps(key)}
+    )
+    with pa.ipc.new_file(f, schema) as writer:
+        writer.write_table(table.replace_schema_metadata(schema.metadata))
+
+
+def _key_of(schema: pa.Schema) -> Any:
+    raw = (schema.metadata or {}).get(_KEY_META)
+    return None if raw is None else json.loads(raw)
+
+
+def _chunk_key(path: Path) -> Any:
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as source:
+        return _key_of(pa.ipc.open_file(source).schema) or {}
 
 
 def _open_segment(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:

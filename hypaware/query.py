@@ -107,6 +107,7 @@ class _Context:
     cleanup: list[Any]
     # Closed as soon as the plan is made (sqlite connections stay in their thread).
     planning: list[Any] = attrs.field(factory=list)
+    partial: bool = False
 
 
 def _as_config(source: Any) -> HypawareConfig:
@@ -165,7 +166,11 @@ def _dataset(cache: Cache, name: str) -> DatasetInfo:
 
 
 def _context(
-    source: Any, dataset: str, sink: str | None, env: Mapping[str, str] | None
+    source: Any,
+    dataset: str,
+    sink: str | None,
+    env: Mapping[str, str] | None,
+    allow_partial: bool,
 ) -> _Context:
     from .driver import ExportDriver
 
@@ -215,7 +220,7 @@ def _context(
             CacheOnlyWarning,
             stacklevel=4,
         )
-        return _Context(cache, info, None, None, None, [])
+        return _Context(cache, info, None, None, None, [], partial=True)
     store = _open_state(config)
 
     def read_floor() -> ExportFloor | None:
@@ -484,7 +489,7 @@ async def plan_query(
     ctx = _context(source, dataset, sink, env, allow_partial)
     try:
         filters = _filters(ctx.dataset, columns, since, until, keys, where)
-        if ctx.sink_name is None and not allow_partial:
+        if ctx.sink_name is None and not ctx.partial:
             warnings.warn(
                 f"no queryable sink receives dataset {dataset!r}: reading the cache alone, "
                 "so rows older than the cache's retention are not included",

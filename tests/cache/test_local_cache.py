@@ -130,12 +130,15 @@ def test_reader_ignores_temp_files_and_pending_seals(tmp_path: Path) -> None:
     # A seal cut short by a crash: seq 3's chunks are claimed but its segment is not written.
     victim = parts[2]
     os.unlink(sealed_dir / f"{victim.id}.parquet")
-    claimed = tmp_path / "events" / "sealing" / victim.id
-    claimed.mkdir(parents=True)
+    keydir = victim.id.split("-", 1)[1]
+    claimed = (
+        tmp_path / "events" / "sealing" / f"{victim.seq:012d}.{keydir}.{0:020d}-1-000001.arrow"
+    )
+    claimed.write_bytes(b"")
     fresh = LocalCache(tmp_path, fsync=False)
     # Nothing at or past the pending seq is listed, so a high-water never skips it.
     assert [p.seq for p in fresh.ready_partitions("events")] == [1, 2]
-    shutil.rmtree(claimed)
+    claimed.unlink()
 
 
 def test_interrupted_seal_is_finished_by_the_next_writer(tmp_path: Path) -> None:
@@ -143,10 +146,12 @@ def test_interrupted_seal_is_finished_by_the_next_writer(tmp_path: Path) -> None
     cache.append("events", rows(0, 6, convs=2))
     directory = tmp_path / "events"
     # Simulate a crash right after the commit point (chunks moved to sealing/).
-    keydirs = sorted((directory / "open").iterdir())
-    assert len(keydirs) == 2
-    for i, keydir in enumerate(keydirs, start=1):
-        os.rename(keydir, directory / "sealing" / f"{i:012d}-{keydir.name}")
+    chunks = sorted((directory / "open").iterdir())
+    keys = sorted({c.name.split(".")[0] for c in chunks})
+    assert len(keys) == 2
+    for chunk in chunks:
+        seq = keys.index(chunk.name.split(".")[0]) + 1
+        os.rename(chunk, directory / "sealing" / f"{seq:012d}.{chunk.name}")
     reader = LocalCache(tmp_path, fsync=False)
     assert reader.ready_partitions("events") == []
     writer = LocalCache(tmp_path, fsync=False)
