@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from .observe import CountingObserver, ExportObserver
     from .query import query, query_async
     from .query_errors import (
+        CacheOnlyWarning,
         NotQueryableError,
         QueryError,
         QueryInputError,
@@ -82,6 +83,7 @@ _LAZY: dict[str, str] = {
     "PluginManifest": "manifest",
     "query": "query",
     "query_async": "query",
+    "CacheOnlyWarning": "query_errors",
     "NotQueryableError": "query_errors",
     "QueryError": "query_errors",
     "QueryInputError": "query_errors",
@@ -110,6 +112,7 @@ __all__ = [
     "Cache",
     "CacheConfig",
     "CacheError",
+    "CacheOnlyWarning",
     "Component",
     "ConfigError",
     "CountingObserver",

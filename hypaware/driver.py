@@ -198,15 +198,15 @@ class ExportDriver:
         close_sinks: bool = True,
     ) -> None:
         self.cache = cache
-        self.state = state if isinstance(state, ProgressStore) else ProgressStore(Path(state))
-        self.observer: ExportObserver = observer or NullObserver()
-        self.clock: Clock = clock or SystemClock()
-        self._close_sinks = close_sinks
         self._runners: dict[str, _Runner] = {}
         for spec, source in sinks:
             if spec.name in self._runners:
                 raise ConfigError.single(f"sinks.{spec.name}", "sink name given twice")
             self._runners[spec.name] = _Runner(spec, source)
+        self.state = state if isinstance(state, ProgressStore) else ProgressStore(Path(state))
+        self.observer: ExportObserver = observer or NullObserver()
+        self.clock: Clock = clock or SystemClock()
+        self._close_sinks = close_sinks
         self._stop = asyncio.Event()
         self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()

@@ -2,19 +2,21 @@
 
 Layout of one dataset::
 
-    <root>/<dataset>/dataset.json            the DatasetInfo (schema as Arrow IPC)
-    <root>/<dataset>/seq                     the last seq handed out
-    <root>/<dataset>/open/<key>/*.arrow      appended rows, one Arrow IPC file per append
-    <root>/<dataset>/sealing/<seq>-<key>/    chunks claimed by a seal that is in progress
-    <root>/<dataset>/sealed/<seq>-<key>.parquet   sealed partitions, immutable
+    <root>/<dataset>/dataset.json                   the DatasetInfo (schema as Arrow IPC)
+    <root>/<dataset>/seq                            the last seq handed out
+    <root>/<dataset>/open/<key>.<n>.arrow           appended rows: per append, one Arrow
+                                                    IPC chunk per partition key
+    <root>/<dataset>/sealing/<seq>.<key>.<n>.arrow  chunks claimed by a seal in progress
+    <root>/<dataset>/sealed/<seq>-<key>.parquet     sealed partitions, immutable
 
 Every file appears by rename after an fsync, so a reader never sees half a
-file and a crash never damages a finished one. A seal first moves the open
-chunk directory to ``sealing/`` under its new seq (the commit point: from
-then on those rows belong to that seq) and then writes the segment; a seal
-cut short by a crash is finished by the next writer. Readers list no
-partition at or past a seq that is still being sealed, so a high-water taken
-from a listing never skips a partition.
+file and a crash never damages a finished one. A seal first renames each
+open chunk into ``sealing/`` under its partition's new seq (the commit
+point: from then on those rows belong to that seq), then writes the
+segments and removes the claimed chunks; a seal cut short by a crash is
+finished by the next writer. Readers list no partition at or past a seq that
+is still being sealed, so a high-water taken from a listing never skips a
+partition.
 """
 
 from __future__ import annotations
@@ -387,8 +389,14 @@ class LocalCache:
         tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
         with pq.ParquetWriter(tmp, info.schema, compression="zstd") as writer:
             for chunk in sorted(chunks):
-                with pa.memory_map(str(chunk)) as source:
-                    table = pa.ipc.open_file(source).read_all()
+                try:
+                    with pa.memory_map(str(chunk)) as source:
+                        table = pa.ipc.open_file(source).read_all()
+                except pa.ArrowException as exc:
+                    raise CacheError(
+                        f"cannot seal dataset {info.name!r}: chunk {chunk} is unreadable ({exc}); "
+                        "move it aside to seal the rest"
+                    ) from exc
                 key = _key_of(table.schema) or key
                 table = table.replace_schema_metadata(info.schema.metadata)
                 if table.num_rows == 0:

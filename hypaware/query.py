@@ -40,6 +40,7 @@ from .cache import Cache, ExportFloor
 from .config import HypawareConfig, load_config
 from .errors import CacheError, ConfigError, HypawareError, StateError
 from .query_errors import (
+    CacheOnlyWarning,
     NotQueryableError,
     QueryError,
     QueryInputError,
@@ -77,10 +78,6 @@ _REPLANS = 8
 TimeLike = datetime | date | str
 
 
-class CacheOnlyWarning(UserWarning):
-    """The query read the cache alone: its horizon is bounded by the cache's retention."""
-
-
 @attrs.define
 class QueryPlan:
     """What a query reads: the sink (if any), and the cache partitions on each side."""
@@ -108,6 +105,15 @@ class _Context:
     # Closed as soon as the plan is made (sqlite connections stay in their thread).
     planning: list[Any] = attrs.field(factory=list)
     partial: bool = False
+
+
+def _driver_sink(driver: Any, name: str) -> Any:
+    """The driver's live sink `name`, built on first use as the driver itself would."""
+    public = getattr(driver, "sink", None)
+    if callable(public):
+        return public(name)
+    # ExportDriver keeps its sinks in runners that build them lazily.
+    return driver._runners[name].build()
 
 
 def _as_config(source: Any) -> HypawareConfig:
@@ -176,18 +182,19 @@ def _context(
 
     if isinstance(source, ExportDriver):
         info = _dataset(source.cache, dataset)
-        runners = getattr(source, "_runners", {})
+        built: dict[str, Any] = {}
         candidates = []
-        for name, runner in runners.items():
+        for name in source.sink_names:
             try:
-                readable = sink_source(name, runner.build()) is not None
+                built[name] = _driver_sink(source, name)
+                readable = sink_source(name, built[name]) is not None
             except Exception as exc:  # a sink that cannot be built is no source
                 log.warning("sink %s cannot be built for a query: %s", name, exc)
                 readable = False
-            candidates.append((name, readable, runner.spec.datasets))
+            candidates.append((name, readable, source.sink_spec(name).datasets))
         chosen = _pick(candidates, dataset, sink)
         state = source.state
-        built_sink = runners[chosen].build() if chosen is not None else None
+        built_sink = built[chosen] if chosen is not None else None
         return _Context(
             source.cache,
             info,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from .errors import HypawareError
 
 __all__ = [
+    "CacheOnlyWarning",
     "NotQueryableError",
     "QueryError",
     "QueryInputError",
@@ -42,3 +43,7 @@ class SourceUnreadableError(QueryError):
     def __init__(self, part: str, message: str) -> None:
         super().__init__(f"{part}: {message}" if not message.startswith(part) else message)
         self.part = part
+
+
+class CacheOnlyWarning(UserWarning):
+    """The answer comes from the cache alone: older rows, bounded by retention, may be missing."""

@@ -218,6 +218,7 @@ class _ParquetView(SinkView):
     def reader(self, filters: Filters, cache_side: Sequence[PartitionRef]) -> pa.RecordBatchReader:
         import pyarrow as pa
         import pyarrow.dataset as pads
+        import pyarrow.fs as pafs
 
         # Files of a partition not acknowledged yet may be incomplete; those of
         # a partition the cache answers for would double it.
@@ -238,24 +239,31 @@ class _ParquetView(SinkView):
             )
         fs, root = _filesystem(self.source.store)
         expr = filters.expression(self.info)
-        partitioning = None
-        if "date" not in schema.names:
-            partitioning = pads.partitioning(pa.schema([("date", pa.string())]), flavor="hive")
+        hive = "date" not in schema.names
+        if hive:
             schema = schema.append(pa.field("date", pa.string()))
-            days = filters.days()
-            if days:
-                # Prunes whole files by their date= directory, before any is opened.
-                day_expr = (pads.field("date") >= days[0]) & (pads.field("date") <= days[-1])
-                expr = day_expr if expr is None else day_expr & expr
+            # Hive pruning: files whose date= cannot match are skipped unopened.
+            if filters.since is not None:
+                first = pads.field("date") >= filters.since.date().isoformat()
+                expr = first if expr is None else first & expr
+            if filters.until is not None:
+                last_day = (filters.until - timedelta(microseconds=1)).date().isoformat()
+                last = pads.field("date") <= last_day
+                expr = last if expr is None else last & expr
         try:
-            dataset = pads.dataset(
-                [f"{root}/{path}" for path in self.selected],
-                schema=schema,
-                format="parquet",
-                filesystem=fs,
-                partitioning=partitioning,
-                partition_base_dir=f"{root}/{self.directory}",
-            )
+            pyfs = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+            fmt = pads.ParquetFileFormat()
+            # Fragments made from the listing: sizes known, so no extra HEAD per file.
+            fragments = [
+                fmt.make_fragment(
+                    f"{root}/{path}",
+                    filesystem=pyfs,
+                    partition_expression=_day_expression(day) if hive else None,
+                    file_size=size,
+                )
+                for path, day, size in chosen
+            ]
+            dataset = pads.FileSystemDataset(fragments, schema=schema, format=fmt, filesystem=pyfs)
             scanner = dataset.scanner(columns=columns, filter=expr, batch_size=65536)
             return scanner.to_reader()
         except (pa.ArrowException, OSError, HypawareError) as exc:
@@ -263,6 +271,16 @@ class _ParquetView(SinkView):
 
     def describe(self) -> dict[str, Any]:
         return {"files": list(self.selected)}
+
+
+def _day_expression(day: str) -> pc.Expression:
+    import pyarrow.dataset as pads
+
+    from .blob_sink import NULL_DAY
+
+    if day == NULL_DAY:
+        return pads.field("date").is_null()
+    return pads.field("date") == day
 
 
 def _filesystem(store: ObstoreBlobStore) -> tuple[Any, str]:
@@ -321,7 +339,6 @@ class _IcebergView(SinkView):
         self.table = table
         self.listed = listed
         self.floor = floor
-        self.tasks: list[str] = []
 
     def claims(self, part: PartitionRef) -> bool:
         # Snapshots too large to list their partitions fall back on the progress store.
@@ -345,14 +362,10 @@ class _IcebergView(SinkView):
                 row_filter=row_filter,
                 selected_fields=("*",) if filters.where is not None else tuple(columns),
             )
-            self.tasks = [task.file.file_path for task in scan.plan_files()]
             reader = scan.to_arrow_batch_reader()
         except Exception as exc:
             raise SourceUnreadableError(self.part, f"cannot scan the table: {exc}") from exc
         return _restricted(reader, filters.where, target)
-
-    def describe(self) -> dict[str, Any]:
-        return {"files": list(self.tasks)}
 
 
 def _restricted(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from typing import Any
 
@@ -104,6 +105,9 @@ def _sink_doc(
 
 
 def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
     try:
         config = load_config(args.config)
         doc = collect_status(config)

@@ -13,7 +13,7 @@ import bisect
 import datetime as dt
 import hashlib
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -203,7 +203,13 @@ def _plan_runs(days: pa.Array, key: pa.Array | None, micros: pa.Array) -> list[D
     return out
 
 
-def day_batches(table: pa.Table, rows: DayRows, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def day_batches(
+    table: pa.Table,
+    rows: DayRows,
+    schema: pa.Schema,
+    *,
+    whole: Callable[[], pa.Table] | None = None,
+) -> Iterator[pa.RecordBatch]:
     """The day's rows in output order, as batches of `schema` of about `TAKE_CHUNK_ROWS` rows.
 
     Spans are sliced from the table's batches without copying; runs of small
@@ -212,9 +218,9 @@ def day_batches(table: pa.Table, rows: DayRows, schema: pa.Schema) -> Iterator[p
     chunks, so the sorted copy never holds more than one chunk.
     """
     if rows.order is not None:
-        order = rows.order
+        source, order = _gather_source(table, rows.order, whole)
         for offset in range(0, len(order), TAKE_CHUNK_ROWS):
-            chunk = table.take(order.slice(offset, TAKE_CHUNK_ROWS))
+            chunk = source.take(order.slice(offset, TAKE_CHUNK_ROWS))
             for batch in chunk.to_batches():
                 yield _with_schema(batch, schema)
         return
@@ -234,6 +240,28 @@ def day_batches(table: pa.Table, rows: DayRows, schema: pa.Schema) -> Iterator[p
                 pending, pending_rows = [], 0
     if pending:
         yield _gather(pending, schema)
+
+
+def _gather_source(
+    table: pa.Table, order: pa.Array, whole: Callable[[], pa.Table] | None
+) -> tuple[pa.Table, pa.Array]:
+    """A contiguous table to take the day's rows from, and the order rebased onto it.
+
+    A take from a table of many chunks concatenates them on every call, so
+    the rows are taken from one contiguous copy: of the day's own stretch of
+    the table when its rows lie close together (time-ordered input), else of
+    the whole table, made once and shared by the days (`whole`).
+    """
+    if len(order) == 0:
+        return table, order
+    lo, hi = (v.as_py() for v in pc.min_max(order).values())
+    stretch = hi - lo + 1
+    if stretch <= 2 * len(order) or whole is None:
+        region = table.slice(lo, stretch)
+        if region.num_columns and region.column(0).num_chunks > 1:
+            region = region.combine_chunks()
+        return region, pc.subtract(order, pa.scalar(lo, order.type))
+    return whole(), order
 
 
 def _slices(

@@ -440,10 +440,16 @@ class IcebergTableFormat:
         what: str,
     ) -> list[_Written]:
         plan = layout.plan_days(data, dataset.time_column, dataset.lookup_key)
-        if any(rows.order is not None for rows in plan):
-            # Gathering sorted rows from many chunks re-concatenates them on every take:
-            # one contiguous copy up front is far cheaper.
-            data = data.combine_chunks()
+        whole_lock = threading.Lock()
+        combined: list[pa.Table] = []
+
+        def whole() -> pa.Table:
+            # One contiguous copy of the batch, made on first need and shared by the days.
+            with whole_lock:
+                if not combined:
+                    combined.append(data.combine_chunks())
+                return combined[0]
+
         stem = layout.data_file_stem(self.sink, dataset.name, digest)
         base = table.location().rstrip("/")
         written: list[_Written] = []
@@ -451,7 +457,7 @@ class IcebergTableFormat:
 
         def write_day(rows: layout.DayRows) -> None:
             directory = f"{base}/{layout.day_directory(dataset.time_column, rows.day)}"
-            batches = layout.day_batches(data, rows, target)
+            batches = layout.day_batches(data, rows, target, whole=whole)
             mine: set[str] = set()
             for index, chunks in enumerate(self._encoder.encode(target, batches)):
                 location = f"{directory}/{layout.data_file_name(stem, index)}"

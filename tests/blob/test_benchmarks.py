@@ -68,8 +68,18 @@ def test_export_memory_runs() -> None:
     assert "one row group" in out and "20,000 rows" in out
 
 
+def test_the_runner_finds_every_benchmark() -> None:
+    from benchmarks.__main__ import discover
+
+    names = discover()
+    assert {"export_local", "export_s3", "export_memory", "import_time"} <= set(names)
+    assert "datagen" not in names and not any(n.startswith("_") for n in names)
+
+
 @pytest.mark.slow
-def test_the_runner_runs_everything_at_one_size() -> None:
-    out = run("__main__", "--rows", "2000", "--repeat", "1", "--skip", "import_time")
-    for name in ("export_local", "export_s3", "export_memory"):
+def test_the_runner_runs_the_export_benchmarks_at_one_size() -> None:
+    mine = ("export_local", "export_s3", "export_memory")
+    out = run("__main__", "--rows", "2000", "--repeat", "1", *(f"--only={n}" for n in mine))
+    for name in mine:
         assert f"== {name}" in out
+    assert "== export_memory --rows 10000" in out

@@ -19,6 +19,7 @@ from hypaware import (
     ExportBatch,
     ExportOptions,
     ObjectMeta,
+    PartitionRef,
     PermissionDeniedError,
     SinkClosedError,
     TransientStoreError,
@@ -224,6 +225,7 @@ class FaultyStore:
         self.crash_after_puts: int | None = None
         self.put_error: Exception | None = None
         self.list_error: Exception | None = None
+        self.fail_after_chunks: int | None = None
         self.closed = False
 
     async def put(
@@ -235,6 +237,14 @@ class FaultyStore:
     ) -> ObjectMeta:
         if self.put_error is not None:
             raise self.put_error
+        if self.fail_after_chunks is not None:
+            assert isinstance(data, AsyncIterable)
+            taken = 0
+            async for _chunk in data:
+                taken += 1
+                if taken >= self.fail_after_chunks:
+                    break
+            raise TransientStoreError(f"{self.label}: connection reset during upload of {path!r}")
         meta = await self.inner.put(path, data, if_absent=if_absent)
         self.puts += 1
         if self.crash_after_puts is not None and self.puts >= self.crash_after_puts:
@@ -367,11 +377,11 @@ async def test_a_failing_partition_goes_to_retry_and_the_others_are_exported(
         raise OSError("checksum mismatch")
 
     bad = partition("events", "events-bad", lambda: [rich_rows(900, 5)])
-    bad = bad.__class__(
+    bad = PartitionRef(
         id="events-bad", dataset="events", seq=9, row_count=5, opener=lambda: broken()
     )  # type: ignore[arg-type,return-value]
     worse = partition("events", "events-worse", list)
-    worse = worse.__class__(
+    worse = PartitionRef(
         id="events-worse",
         dataset="events",
         seq=10,
@@ -447,6 +457,46 @@ async def test_destination_failures_come_back_for_retry_naming_sink_and_destinat
     await sink.close()
 
 
+async def test_an_upload_failing_midway_drops_the_read_ahead_cleanly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One chunk per hand-off, so the read-ahead is the pull that hits the bad segment.
+    monkeypatch.setattr("hypaware.blob_sink._HANDOFF_BYTES", 1)
+    store = FaultyStore(local_store(tmp_path))
+    store.fail_after_chunks = 1
+    sink = BlobSink("midway", store, ParquetEncoder(ParquetConfig(row_group_size=8)))
+
+    def one_day(start: int) -> pa.RecordBatch:
+        noon = pa.array([1_772_452_800_000_000] * 8, pa.int64()).cast(RICH_SCHEMA.field(TIME).type)
+        return rich_rows(start, 8).set_column(1, TIME, noon)
+
+    def failing_later() -> Iterable[pa.RecordBatch]:
+        yield one_day(0)
+        raise OSError("read-ahead hit a bad segment")
+
+    part = PartitionRef(
+        id="p",
+        dataset="events",
+        seq=0,
+        row_count=8,
+        opener=lambda: pa.RecordBatchReader.from_batches(RICH_SCHEMA, failing_later()),
+    )
+    batch = ExportBatch(
+        batch_id="b", sink="midway", dataset=rich_batch().dataset, partitions=[part]
+    )
+    result = await sink.export_batch(batch, OPTS)
+    (retry,) = result.retry_partitions
+    assert retry.retryable and "connection reset" in retry.reason
+    await sink.close()
+    assert sink_threads("midway") == []
+    import gc
+
+    for _ in range(3):
+        gc.collect()
+        await asyncio.sleep(0.01)
+    assert "never retrieved" not in caplog.text
+
+
 async def test_a_failed_cleanup_holds_back_the_ack(tmp_path: Path) -> None:
     store = FaultyStore(local_store(tmp_path))
     store.list_error = TransientStoreError("list failed: connection reset")
@@ -492,7 +542,7 @@ async def test_close_during_an_export_sends_the_rest_back_for_retry(tmp_path: Pa
     sink = BlobSink(
         "closing", local_store(tmp_path), ParquetEncoder(ParquetConfig(row_group_size=10))
     )
-    slow_part = partition("events", "slow", list).__class__(
+    slow_part = PartitionRef(
         id="slow",
         dataset="events",
         seq=0,

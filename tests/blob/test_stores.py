@@ -159,10 +159,10 @@ async def test_gcs_round_trip_and_reexport(gcs_server: GCSServer, tmp_path: Path
 
 
 @pytest.mark.gcs
-async def test_objects_of_a_large_partition_go_up_in_parts(
+async def test_gcs_holds_exactly_the_objects_and_bytes_reported(
     gcs_server: GCSServer, tmp_path: Path
 ) -> None:
-    # Big enough for the store's multipart path; checked on the server side.
+    # Checked on the server's side, not through the store that wrote them.
     config = gcs_config(gcs_server, target_file_size=64 * 1024 * 1024)
     sink = build(tmp_path, "@hypaware/gcs", config)
     batch = rich_batch(parts=1, rows=3_000)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -301,3 +300,22 @@ def test_retention_on_a_read_only_cache_says_so(
     assert report.dropped == ()
     assert cache.stats.io_errors == len(cache.ready_partitions("events"))
     assert "could not drop" in caplog.text
+
+
+def test_seal_interrupted_between_claims_of_one_partition(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path, count=0)
+    cache.append("events", rows(0, 3, convs=1))
+    cache.append("events", rows(3, 3, convs=1))
+    directory = tmp_path / "events"
+    first, second = sorted((directory / "open").iterdir())
+    assert first.name.split(".")[0] == second.name.split(".")[0]  # one partition key
+    os.rename(first, directory / "sealing" / f"{1:012d}.{first.name}")
+    # The crash came before the second chunk was claimed.
+    writer = LocalCache(tmp_path, fsync=False)
+    writer.recover()
+    sealed = writer.seal()
+    parts = writer.ready_partitions("events")
+    assert [p.seq for p in parts] == [1, 2]
+    assert [p.seq for p in sealed] == [2]
+    ids = [r for p in parts for r in p.open().read_all().column("row_id").to_pylist()]
+    assert ids == [f"r{i:06d}" for i in range(6)]

@@ -168,3 +168,22 @@ def test_export_daemon_stops_on_sigint(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert json.loads(out)["ok"] is True
+
+
+def test_export_with_a_corrupt_state_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "demo"
+    assert main(["demo", "--dir", str(root)]) == 0
+    capsys.readouterr()
+    state = root / "state" / "progress.sqlite"
+    for suffix in ("-wal", "-shm"):
+        Path(f"{state}{suffix}").unlink(missing_ok=True)
+    state.write_bytes(b"\x00garbage" * 512)
+    code = main(["export", "--config", str(root / "hypaware.json"), "--once"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "progress.sqlite is corrupt" in err and "left untouched" in err
+    assert state.read_bytes() == b"\x00garbage" * 512
+    assert main(["status", "--config", str(root / "hypaware.json")]) == 2
+    assert "is corrupt" in capsys.readouterr().err

@@ -83,3 +83,19 @@ async def test_close_stops_run_forever_promptly(tmp_path: Path) -> None:
     await asyncio.wait_for(run, 1.0)
     assert time.monotonic() - started < 1.0
     assert _others() == tasks
+
+
+async def test_close_does_not_wait_for_a_sink_whose_close_hangs(tmp_path: Path) -> None:
+    class SlowToClose(ScriptedSink):
+        async def close(self) -> None:
+            await asyncio.sleep(3600)
+
+    cache = make_cache(tmp_path / "cache", count=3)
+    tasks = _others()
+    sink = SlowToClose()
+    driver = ExportDriver(cache, [(spec("a"), sink)], state=tmp_path / "state")
+    await driver.run_once(backfill=True)
+    started = time.monotonic()
+    await driver.close()
+    assert time.monotonic() - started < 1.0
+    assert _others() == tasks

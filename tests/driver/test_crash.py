@@ -112,6 +112,7 @@ def test_sigkill_at_random_moments_loses_and_doubles_nothing(tmp_path: Path) -> 
         store.close()
         add(rng.randint(300, 1500))
 
+    print(f"{kills} kills, {mid_batch} with a batch in flight")
     assert kills >= KILLS
     # Killed between recording a batch and settling it: during encode, write or the ack.
     assert mid_batch >= KILLS // 4
@@ -122,6 +123,10 @@ def test_sigkill_at_random_moments_loses_and_doubles_nothing(tmp_path: Path) -> 
     finally:
         _stop(proc)
 
+    leftovers = [
+        p for p in (tmp_path / "export").rglob("*") if p.is_file() and p.suffix != ".parquet"
+    ]
+    print(f"{len(leftovers)} temporary files left by killed writes")
     seen: Counter[str] = Counter()
     for path in (tmp_path / "export").rglob("*.parquet"):
         seen.update(pq.read_table(path, columns=["row_id"]).column("row_id").to_pylist())

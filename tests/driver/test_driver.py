@@ -427,3 +427,9 @@ async def test_unknown_sink_name(tmp_path: Path) -> None:
         await driver.run_once(sinks=["alpah"])
     await driver.close()
     await driver.close()
+
+
+async def test_a_sink_name_given_twice(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path / "cache", count=0)
+    with pytest.raises(ConfigError, match="sink name given twice"):
+        _driver(tmp_path, cache, sinks(("a", ScriptedSink()), ("a", ScriptedSink())))

@@ -30,6 +30,8 @@ def _check_plan(table: pa.Table, key: str | None) -> None:
     seen = 0
     for rows in plan:
         out = pa.Table.from_batches(list(layout.day_batches(table, rows, schema)), schema)
+        shared = layout.day_batches(table, rows, schema, whole=table.combine_chunks)
+        assert pa.Table.from_batches(list(shared), schema).equals(out)
         assert out.num_rows == rows.rows
         seen += out.num_rows
         micros = out.column("ts").cast(pa.int64()).to_pylist()

@@ -227,3 +227,38 @@ def test_allow_partial_returns_the_cache_with_a_warning(tmp_path: Path) -> None:
     with pytest.warns(CacheOnlyWarning, match="partial"):
         reader = hypaware.query(cfg, "events", allow_partial=True)
     assert ids(reader) == list(range(10))
+
+
+def test_a_sink_that_cannot_be_built_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HYP_QUERY_TEST_KEY", raising=False)
+    s3 = {
+        "writer": "@hypaware/format-parquet",
+        "destination": "@hypaware/s3",
+        "config": {
+            "bucket": "b",
+            "region": "us-east-1",
+            "access_key_id": "${HYP_QUERY_TEST_KEY}",
+            "secret_access_key": "${HYP_QUERY_TEST_KEY}",
+        },
+    }
+    cfg = config(tmp_path, {"remote": s3})
+    fill(cache_for(cfg), make_rows(0, 5))
+    with pytest.raises(hypaware.SourceUnreadableError, match="sink 'remote'"):
+        hypaware.query(cfg, "events")
+    with pytest.warns(CacheOnlyWarning, match="partial"):
+        assert ids(hypaware.query(cfg, "events", allow_partial=True)) == list(range(5))
+
+
+def test_a_sink_started_without_backfill_leaves_older_rows_to_the_cache(tmp_path: Path) -> None:
+    cfg = config(tmp_path, {"arch": parquet_sink(tmp_path / "out")})
+    cache = cache_for(cfg)
+    fill(cache, make_rows(0, 30))
+    # A new sink starts at the newest partition: the older ones were never sent to it.
+    export(cfg, cache, backfill=False)
+    fill(cache, make_rows(30, 30, day=1))
+    export(cfg, cache, backfill=False)
+    plan, reader = _plan(cfg)
+    assert ids(reader) == list(range(60))
+    assert len(plan.sink_partitions) == 3  # type: ignore[attr-defined]

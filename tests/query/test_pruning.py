@@ -68,6 +68,14 @@ def test_parquet_on_local_fs_opens_only_that_days_files(
     # One file per conversation per day: the day has 3 of the archive's 21.
     assert len(set(opened)) <= 3
 
+    # Open-ended: from that day on, earlier days' files stay closed.
+    opened.clear()
+    later = hypaware.query(cfg, "events", since=DAY, columns=["row_id"]).read_all()
+    assert later.num_rows == (DAYS - 3) * 90
+    assert {p.split("/date=")[1][:10] for p in opened} == {
+        f"2026-03-{day:02d}" for day in range(4, DAYS + 1)
+    }
+
     opened.clear()
     everything = hypaware.query(cfg, "events", columns=["row_id"]).read_all()
     assert everything.num_rows == DAYS * 90

@@ -111,3 +111,21 @@ def _agree(tmp_path: Path, sinks: dict[str, Any]) -> None:
         assert local.num_rows > 0, question
         for sink, table in answers.items():
             assert table.equals(local), (sink, question)
+
+
+@pytest.mark.iceberg
+def test_iceberg_batches_too_large_to_list_fall_back_on_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hypaware.iceberg.table_format as table_format
+
+    monkeypatch.setattr(table_format, "PARTITION_LIST_LIMIT", 1)
+    cfg = config(tmp_path, {"ice": iceberg_sink(tmp_path / "wh")})
+    cache = cache_for(cfg)
+    cache.append("events", make_rows(0, 60, day=0))
+    cache.seal("events")
+    assert export(cfg, cache).ok
+    cache.append("events", make_rows(60, 20, day=1))
+    cache.seal("events")
+    table = hypaware.query(cfg, "events", columns=["row_id"]).read_all()
+    assert sorted(table.column("row_id").to_pylist()) == list(range(80))
