@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import attrs
@@ -55,6 +55,12 @@ def _frozen_strs(value: Any) -> frozenset[str]:
     return frozenset(value)
 
 
+def _str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    return tuple(value)
+
+
 @attrs.frozen
 class PluginManifest:
     """Describes one plugin.
@@ -80,7 +86,7 @@ class PluginManifest:
     requires: frozenset[str] = attrs.field(converter=_frozen_strs, factory=frozenset)
     supports: frozenset[str] = attrs.field(converter=_frozen_strs, factory=frozenset)
     config_class: type | None = None
-    encoders: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    encoders: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
     description: str = ""
 
     def __attrs_post_init__(self) -> None:

@@ -8,7 +8,6 @@ table; whether an error is worth retrying is kept on the error.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import time
@@ -195,8 +194,15 @@ def retrying(
 def ensure_namespace(catalog: Catalog, namespace: tuple[str, ...]) -> None:
     """Create the namespace (and its parents) if missing; another writer doing so is fine."""
     for depth in range(1, len(namespace) + 1):
-        with contextlib.suppress(NamespaceAlreadyExistsError):
-            catalog.create_namespace_if_not_exists(namespace[:depth])
+        level = namespace[:depth]
+        try:
+            catalog.create_namespace_if_not_exists(level)
+        except NamespaceAlreadyExistsError:
+            pass
+        except Exception:
+            # Two writers creating it at once: the loser's insert fails on the key.
+            if not catalog.namespace_exists(level):
+                raise
 
 
 def load_or_create(

@@ -32,6 +32,7 @@ __all__ = [
     "IO_IMPL",
     "TOKEN_PROPERTY",
     "ObstoreFileIO",
+    "ObstoreInputFile",
     "StoreRoot",
     "register_root",
     "unregister_root",
@@ -190,11 +191,13 @@ class _Writer:
 
 
 class ObstoreInputFile(InputFile):
-    def __init__(self, root: StoreRoot, location: str) -> None:
+    """One object to read; `size`, when the caller knows it, saves a HEAD request."""
+
+    def __init__(self, root: StoreRoot, location: str, size: int | None = None) -> None:
         super().__init__(location)
         self._root = root
         self._key = root.key(location)
-        self._size: int | None = None
+        self._size: int | None = size
 
     def __len__(self) -> int:
         if self._size is None:

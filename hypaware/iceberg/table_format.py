@@ -69,7 +69,7 @@ from .catalog import (
     retrying,
     table_identifier,
 )
-from .fileio import StoreRoot, register_root, unregister_root
+from .fileio import ObstoreInputFile, StoreRoot, register_root, unregister_root
 from .schema import (
     IncompatibleSchemaError,
     conform_batch,
@@ -537,7 +537,9 @@ class IcebergTableFormat:
                 )
 
     def _data_file(self, table: Table, written: _Written, what: str) -> DataFile:
-        with table.io.new_input(written.location).open() as stream:
+        # The size is known from the write: only the footer is fetched.
+        footer = ObstoreInputFile(self._root, written.location, size=written.size)
+        with footer.open() as stream:
             metadata = pq.read_metadata(stream)
         schema = table.schema()
         arrow = metadata.schema.to_arrow_schema()

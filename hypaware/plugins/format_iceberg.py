@@ -168,9 +168,6 @@ def create(
     return IcebergTableFormat(config, ctx, store=store, encoder=encoder)
 
 
-# PluginManifest.encoders converts with `tuple`, whose element type mypy cannot infer.
-_ENCODERS: Any = ("@hypaware/format-parquet",)
-
 MANIFEST = PluginManifest(
     name="@hypaware/format-iceberg",
     kind="table-format",
@@ -178,6 +175,6 @@ MANIFEST = PluginManifest(
     requires={BLOB_STORE, ENCODER},
     supports={QUERYABLE},
     config_class=IcebergConfig,
-    encoders=_ENCODERS,
+    encoders=("@hypaware/format-parquet",),
     description="Apache Iceberg tables (day-partitioned, sorted by lookup key), queryable",
 )

@@ -1,0 +1,89 @@
+"""Catalog helpers: the retry loop (with a fake clock), namespace races, table names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyiceberg.exceptions import CommitFailedException
+
+from hypaware.iceberg.catalog import ensure_namespace, is_conflict, retrying, table_identifier
+
+pytestmark = pytest.mark.iceberg
+
+
+def test_retrying_backs_off_doubling_to_a_cap_then_gives_up() -> None:
+    waits: list[float] = []
+    calls = 0
+
+    def always_conflicts() -> None:
+        nonlocal calls
+        calls += 1
+        raise CommitFailedException("someone else won")
+
+    with pytest.raises(CommitFailedException):
+        retrying(
+            always_conflicts, retry_on=is_conflict, attempts=8, backoff=1.0, sleep=waits.append
+        )
+
+    assert calls == 9
+    assert len(waits) == 8
+    bases = [1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0, 5.0]
+    for wait, base in zip(waits, bases, strict=True):
+        assert base <= wait <= base * 1.5
+
+
+def test_retrying_returns_once_it_works_and_passes_other_errors_through() -> None:
+    waits: list[float] = []
+    outcomes: list[Any] = [
+        Exception("(sqlite3.OperationalError) database is locked"),
+        CommitFailedException("x"),
+        "done",
+    ]
+
+    def step() -> str:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return str(outcome)
+
+    assert (
+        retrying(step, retry_on=is_conflict, attempts=5, backoff=0.1, sleep=waits.append) == "done"
+    )
+    assert len(waits) == 2
+
+    def broken() -> None:
+        raise ValueError("not a conflict")
+
+    with pytest.raises(ValueError, match="not a conflict"):
+        retrying(broken, retry_on=is_conflict, attempts=5, backoff=0.1, sleep=waits.append)
+    assert len(waits) == 2
+
+
+class _RacingCatalog:
+    """Loses the race to create every namespace level: another writer made it first."""
+
+    def __init__(self, exists: bool) -> None:
+        self.exists = exists
+        self.asked: list[tuple[str, ...]] = []
+
+    def create_namespace_if_not_exists(self, namespace: tuple[str, ...]) -> None:
+        self.asked.append(namespace)
+        raise RuntimeError("UNIQUE constraint failed: iceberg_namespace_properties")
+
+    def namespace_exists(self, namespace: tuple[str, ...]) -> bool:
+        return self.exists
+
+
+def test_a_namespace_created_by_another_writer_meanwhile_is_fine() -> None:
+    catalog = _RacingCatalog(exists=True)
+    ensure_namespace(catalog, ("analytics", "raw"))  # type: ignore[arg-type]
+    assert catalog.asked == [("analytics",), ("analytics", "raw")]
+
+    with pytest.raises(RuntimeError, match="UNIQUE"):
+        ensure_namespace(_RacingCatalog(exists=False), ("analytics",))  # type: ignore[arg-type]
+
+
+def test_table_names_come_from_dataset_names() -> None:
+    assert table_identifier("hypaware", "messages") == ("hypaware", "messages")
+    assert table_identifier("a.b", "llm-calls.v2") == ("a", "b", "llm_calls_v2")
