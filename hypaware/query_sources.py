@@ -265,9 +265,16 @@ class _ParquetView(SinkView):
             ]
             dataset = pads.FileSystemDataset(fragments, schema=schema, format=fmt, filesystem=pyfs)
             scanner = dataset.scanner(columns=columns, filter=expr, batch_size=65536)
-            return scanner.to_reader()
         except (pa.ArrowException, OSError, HypawareError) as exc:
             raise SourceUnreadableError(self.part, f"cannot read {self.directory}/: {exc}") from exc
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            # Not Scanner.to_reader(): it starts the scan holding the GIL, and the
+            # fsspec filesystem's reads need the GIL on arrow's I/O threads (deadlock).
+            # to_batches() starts it with the GIL released.
+            yield from scanner.to_batches()
+
+        return pa.RecordBatchReader.from_batches(scanner.projected_schema, batches())
 
     def describe(self) -> dict[str, Any]:
         return {"files": list(self.selected)}
