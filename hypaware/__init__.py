@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from .local_cache import LocalCache
     from .manifest import PluginManifest
     from .observe import CountingObserver, ExportObserver
-    from .query import query, query_async
     from .query_errors import (
         CacheOnlyWarning,
         NotQueryableError,
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
         SourceUnreadableError,
         UnknownDatasetError,
     )
+    from .querying import query, query_async
     from .registry import Registry
     from .resolver import BuildContext, Component, SinkPlan, build, resolve
     from .secrets import Secret
@@ -81,8 +81,8 @@ _LAZY: dict[str, str] = {
     "Sink": "contracts",
     "TableFormat": "contracts",
     "PluginManifest": "manifest",
-    "query": "query",
-    "query_async": "query",
+    "query": "querying",
+    "query_async": "querying",
     "CacheOnlyWarning": "query_errors",
     "NotQueryableError": "query_errors",
     "QueryError": "query_errors",

@@ -257,6 +257,14 @@ class ExportDriver:
     def sink_spec(self, name: str) -> SinkSpec:
         return self._runners[name].spec
 
+    def sink(self, name: str) -> Sink:
+        """The live sink `name`, built now if the driver has not built it yet.
+
+        Raises `KeyError` for a sink the driver does not run, and whatever
+        building raises (`ConfigError`, `PluginError`).
+        """
+        return self._runners[name].build()
+
     # ----------------------------------------------------------------- runs
 
     async def run_once(

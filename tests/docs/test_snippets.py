@@ -81,12 +81,28 @@ def blocks(path: Path) -> list[Block]:
     return out
 
 
+# Pages whose examples are still fragments (they use names no block of the
+# page defines). Each is expected to fail with exactly this error until its
+# examples are made self-contained; then its entry goes.
+NOT_YET_RUNNABLE: dict[str, tuple[type[BaseException], str]] = {
+    "blob-sinks.md": (FileNotFoundError, "reads export/events, which no block of the page writes"),
+    "destinations.md": (NameError, "uses `store`, which no block of the page defines"),
+    "formats.md": (NameError, "uses `schema`, `batches`, `next_name`, defined nowhere"),
+    "query.md": (hypaware.ConfigError, "queries hypaware.json, which no block of the page writes"),
+}
+
+
 def page_blocks(lang: str) -> list[Any]:
     params = []
     for page in PAGES:
         found = [b for b in blocks(page) if b.lang == lang]
-        if found:
-            params.append(pytest.param(found, id=page.name))
+        if not found:
+            continue
+        marks = []
+        if lang == "python" and page.name in NOT_YET_RUNNABLE:
+            error, why = NOT_YET_RUNNABLE[page.name]
+            marks.append(pytest.mark.xfail(raises=error, reason=why, strict=False))
+        params.append(pytest.param(found, id=page.name, marks=marks))
     return params
 
 

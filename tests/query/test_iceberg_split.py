@@ -10,7 +10,7 @@ import pytest
 import hypaware
 from hypaware.config import SinkSpec
 from hypaware.driver import ExportDriver
-from hypaware.query import plan_query
+from hypaware.querying import plan_query
 from hypaware.table_sink import TableSink
 from hypaware.types import ExportBatch, ExportOptions, ExportResult
 

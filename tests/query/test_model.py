@@ -23,7 +23,7 @@ from hypaware.local_cache import LocalCache
 from hypaware.plugins.format_parquet import create as parquet_encoder
 from hypaware.plugins.local_fs import LocalFsConfig
 from hypaware.plugins.local_fs import create as local_fs
-from hypaware.query import plan_query
+from hypaware.querying import plan_query
 from hypaware.resolver import BuildContext
 from hypaware.types import ExportBatch, ExportOptions, ExportResult, RetryPartition
 

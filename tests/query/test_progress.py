@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from hypaware.cache import ExportFloor
-from hypaware.query import acknowledged
+from hypaware.querying import acknowledged
 from hypaware.state import ProgressStore
 from hypaware.types import RetryPartition
 

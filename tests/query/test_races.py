@@ -9,7 +9,7 @@ from typing import Any
 import hypaware
 from hypaware.driver import ExportDriver
 from hypaware.local_cache import LocalCache
-from hypaware.query import plan_query
+from hypaware.querying import plan_query
 from hypaware.types import PartitionRef
 
 from .helpers import cache_for, config, drop_segments, export, ids, make_rows, parquet_sink

@@ -27,8 +27,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
-import types
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import date, datetime
@@ -109,11 +107,7 @@ class _Context:
 
 def _driver_sink(driver: Any, name: str) -> Any:
     """The driver's live sink `name`, built on first use as the driver itself would."""
-    public = getattr(driver, "sink", None)
-    if callable(public):
-        return public(name)
-    # ExportDriver keeps its sinks in runners that build them lazily.
-    return driver._runners[name].build()
+    return driver.sink(name)
 
 
 def _as_config(source: Any) -> HypawareConfig:
@@ -649,18 +643,3 @@ def query(
             env=env,
         )
     )
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as `query`.
-
-    ``hypaware.query`` names the function, but once ``hypaware.query`` (the
-    module) has been imported, Python binds that name on the package to the
-    module; calling it must still run a query.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> pa.RecordBatchReader:
-        return query(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
