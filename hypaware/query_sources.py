@@ -264,7 +264,17 @@ class _ParquetView(SinkView):
                 for path, day, size in chosen
             ]
             dataset = pads.FileSystemDataset(fragments, schema=schema, format=fmt, filesystem=pyfs)
-            scanner = dataset.scanner(columns=columns, filter=expr, batch_size=65536)
+            # No background reads: the filesystem is Python (fsspec over obstore),
+            # and a reader abandoned early (--limit) would leave arrow threads
+            # calling into Python while the interpreter shuts down (a fatal error).
+            scanner = dataset.scanner(
+                columns=columns,
+                filter=expr,
+                batch_size=65536,
+                use_threads=False,
+                batch_readahead=0,
+                fragment_readahead=0,
+            )
         except (pa.ArrowException, OSError, HypawareError) as exc:
             raise SourceUnreadableError(self.part, f"cannot read {self.directory}/: {exc}") from exc
 

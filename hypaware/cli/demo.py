@@ -96,20 +96,21 @@ def run(args: argparse.Namespace) -> int:
         file=out,
     )
     glob = f"{export_dir}/{DEMO_DATASET}/**/*.parquet"
-    print("\nQuery it:", file=out)
+    print("\nQuery it (cache and archive together, every row once):", file=out)
+    print(f"  hypaware query --config {config_path} {DEMO_DATASET} --limit 10", file=out)
     print(
-        '  python3 -c "import pyarrow.dataset as ds; '
-        f"t = ds.dataset('{export_dir / DEMO_DATASET}', format='parquet', partitioning='hive')"
-        ".to_table(); print(t.num_rows, 'rows'); "
-        "print(t.group_by('role').aggregate([('tokens_out', 'sum')]))\"",
+        f"  hypaware query --config {config_path} {DEMO_DATASET} "
+        "--where \"role == 'assistant'\" --columns ts,conversation_id,tokens_out --limit 5",
         file=out,
     )
     sql = (
-        f"SELECT role, count(*), sum(tokens_out) FROM read_parquet('{glob}', "
-        "hive_partitioning = true) GROUP BY role"
+        "SELECT role, count(*) AS events, sum(tokens_out) AS tokens "
+        f"FROM {DEMO_DATASET} GROUP BY role"
     )
-    print("  (with DuckDB: pip install duckdb)", file=out)
-    print(f'  python3 -c "import duckdb; duckdb.sql(\\"{sql}\\").show()"', file=out)
+    print("  (SQL needs DuckDB: pip install 'hypaware[query]')", file=out)
+    print(f'  hypaware query --config {config_path} {DEMO_DATASET} --sql "{sql}"', file=out)
+    print("The archive is plain hive-partitioned Parquet, for any reader:", file=out)
+    print(f"  {glob}", file=out)
     print("\nExport again (finds nothing new) and look at progress:", file=out)
     print(f"  hypaware export --config {config_path} --once", file=out)
     print(f"  hypaware status --config {config_path}", file=out)

@@ -228,3 +228,39 @@ def test_unreachable_sink(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert code == 0
     assert len(out.splitlines()) == 40
     assert "partial" in err
+
+
+def test_stopping_early_exits_cleanly(tmp_path: Path) -> None:
+    # --limit stops reading mid-scan; the process must still exit cleanly
+    # (no reader thread left calling into an interpreter that is shutting down).
+    import subprocess
+
+    demo = tmp_path / "demo"
+    subprocess.run(
+        [sys.executable, "-m", "hypaware", "demo", "--dir", str(demo)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    for _ in range(3):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hypaware",
+                "query",
+                "--config",
+                str(demo / "hypaware.json"),
+                "conversation_events",
+                "--limit",
+                "3",
+                "--format",
+                "csv",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert len(proc.stdout.splitlines()) == 4
