@@ -25,7 +25,8 @@ def test_demo_then_export_finds_nothing_new(
     assert str(root / "cache") in out
     assert str(root / "hypaware.json") in out
     assert str(root / "export") in out
-    assert "duckdb" in out and "pyarrow.dataset" in out
+    assert f"hypaware query --config {root / 'hypaware.json'} {DEMO_DATASET}" in out
+    assert "--sql" in out
     assert "hypaware export --config" in out
 
     table = ds.dataset(root / "export" / DEMO_DATASET, format="parquet", partitioning="hive")
