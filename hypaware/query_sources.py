@@ -21,6 +21,7 @@ answers for so the sink never returns them too (`SinkView.reader`).
 
 from __future__ import annotations
 
+import abc
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -128,18 +129,18 @@ def _time_scalar(when: datetime, typ: pa.DataType) -> pa.Scalar:
     return pa.scalar(when, type=typ)
 
 
-class SinkView:
+class SinkView(abc.ABC):
     """One consistent view of a sink's data for one query."""
 
     part: str
 
+    @abc.abstractmethod
     def claims(self, part: PartitionRef) -> bool:
         """Whether the sink holds every row of cache partition `part`, for this query."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def reader(self, filters: Filters, cache_side: Sequence[PartitionRef]) -> pa.RecordBatchReader:
         """The sink's rows matching `filters`, leaving out the partitions in `cache_side`."""
-        raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:
         """What the view will read, for `QueryPlan`."""
