@@ -16,10 +16,10 @@ from hypaware.table_sink import TableSink
 from hypaware.testing.central import CentralServer, Reply
 from hypaware.testing.conformance import BlobStoreContract, SinkContract
 from hypaware.testing.peers import AZURITE_KEY, AzuritePeer, GCSServer, S3Peer
+from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
 from hypaware.types import DatasetInfo
 
 from .first_party import blob_store_of, build_sink, rows_in_store
-from .webhook_receiver import WebhookReceiver, run_receiver
 
 S3_SECRET = "s3-conformance-secret-7d1c9b"
 CENTRAL_TOKEN = "central-conformance-token-4e2a"
@@ -211,7 +211,7 @@ class TestWebhook(SinkContract):
 
     @pytest.fixture
     def target(self, tmp_path: Path) -> Iterator[WebhookTarget]:
-        with run_receiver(WEBHOOK_KEY) as receiver:
+        with run_webhook_receiver(WEBHOOK_KEY) as receiver:
             yield WebhookTarget(tmp_path, receiver)
 
     def make_sink(self, target: WebhookTarget) -> Sink:
@@ -235,7 +235,7 @@ class TestWebhook(SinkContract):
     def stall(self, target: WebhookTarget) -> AbstractAsyncContextManager[None]:
         @asynccontextmanager
         async def backpressure() -> AsyncIterator[None]:
-            target.receiver.throttle = 20
+            target.receiver.script.extend([(429, "30")] * 20)
             yield
 
         return backpressure()

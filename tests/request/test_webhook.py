@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import hmac
 import json
 import logging
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import unquote
 
 import httpx
 import pytest
@@ -20,6 +16,7 @@ from hypaware import build, resolve
 from hypaware.backoff import BackoffPolicy
 from hypaware.plugins.webhook import WebhookWire, sign
 from hypaware.request_sink import RequestSink
+from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
 from hypaware.types import ExportOptions
 
 from .helpers import FakeClock, ScriptedTransport, make_export, make_partition, ok
@@ -33,69 +30,10 @@ def verify(secret: bytes, body: bytes, header: str) -> bool:
     return hmac.compare_digest(expected, header)
 
 
-class Receiver:
-    """A webhook receiver on loopback: checks signatures, dedupes by idempotency key."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.script: collections.deque[tuple[int, str | None]] = collections.deque()
-        self.rows: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
-        self.keys: set[str] = set()
-        self.requests: list[dict[str, str]] = []
-        self.bad_signatures = 0
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                status, retry_after = receiver.handle(dict(self.headers.items()), body)
-                self.send_response(status)
-                if retry_after is not None:
-                    self.send_header("Retry-After", retry_after)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-    def handle(self, headers: dict[str, str], body: bytes) -> tuple[int, str | None]:
-        with self.lock:
-            self.requests.append(headers)
-            if self.script:
-                return self.script.popleft()
-            if not verify(KEY.encode(), body, headers.get("X-Hyp-Signature", "")):
-                self.bad_signatures += 1
-                return 401, None
-            key = headers["Idempotency-Key"]
-            if key not in self.keys:
-                self.keys.add(key)
-                rows = self.rows[unquote(headers["X-Hyp-Dataset"])]
-                if headers["Content-Type"] == "application/json":
-                    rows.extend(json.loads(body))
-                else:
-                    rows.extend(json.loads(line) for line in body.splitlines())
-            return 200, None
-
-
 @pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    r.thread.start()
-    yield r
-    r.server.shutdown()
-    r.server.server_close()
-    r.thread.join(2)
+def receiver() -> Iterator[WebhookReceiver]:
+    with run_webhook_receiver(KEY) as r:
+        yield r
 
 
 def webhook_sink(url: str, **config: Any) -> RequestSink:
@@ -115,7 +53,7 @@ def webhook_sink(url: str, **config: Any) -> RequestSink:
 
 @pytest.mark.parametrize("fmt", ["ndjson", "json-array"])
 async def test_rows_arrive_once_signed_through_backpressure(
-    receiver: Receiver, fmt: str, caplog: pytest.LogCaptureFixture
+    receiver: WebhookReceiver, fmt: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     receiver.script.extend([(429, "0.01"), (503, "garbage"), (500, None), (429, "0")])

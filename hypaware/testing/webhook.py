@@ -1,8 +1,15 @@
-"""A webhook receiver on loopback that does what the webhook docs ask of one.
+"""A reference webhook receiver on loopback, for tests of ``@hypaware/webhook``.
 
-It checks the HMAC-SHA256 signature, stores a chunk's rows once per
+It does what docs/request-sinks.md asks of a receiver: it checks the
+HMAC-SHA256 signature (``X-Hyp-Signature``), stores a chunk's rows once per
 ``Idempotency-Key`` (a repeated key is acknowledged, not stored again), and
-can be told to answer 429 for a while.
+reads JSON-array and NDJSON bodies. Answers can be scripted: queue
+``(status, retry_after)`` pairs in `script` and they are sent before normal
+handling resumes.
+
+    with run_webhook_receiver("shared-secret") as receiver:
+        ...  # point a sink at receiver.url
+        receiver.rows["events"]
 """
 
 from __future__ import annotations
@@ -18,14 +25,26 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
+__all__ = ["WebhookReceiver", "run_webhook_receiver", "verify_signature"]
+
+
+def verify_signature(secret: bytes, body: bytes, header: str) -> bool:
+    """Whether `header` is the ``sha256=<hex>`` HMAC of `body` under `secret`."""
+    expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, header)
+
 
 class WebhookReceiver:
-    def __init__(self, key: str) -> None:
-        self.key = key.encode()
+    """The receiver's state; `run_webhook_receiver` serves it on 127.0.0.1."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret.encode()
         self.lock = threading.Lock()
+        self.script: collections.deque[tuple[int, str | None]] = collections.deque()
         self.rows: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
         self.keys: set[str] = set()
-        self.throttle = 0
+        self.requests: list[dict[str, str]] = []
+        self.bad_signatures = 0
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -52,18 +71,22 @@ class WebhookReceiver:
         return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
 
     def handle(self, headers: dict[str, str], body: bytes) -> tuple[int, str | None]:
+        """The answer to one POST: ``(status, Retry-After or None)``."""
         with self.lock:
-            if self.throttle:
-                self.throttle -= 1
-                return 429, "30"
-            expected = "sha256=" + hmac.new(self.key, body, hashlib.sha256).hexdigest()
-            if not hmac.compare_digest(expected, headers.get("X-Hyp-Signature", "")):
+            self.requests.append(headers)
+            if self.script:
+                return self.script.popleft()
+            if not verify_signature(self.secret, body, headers.get("X-Hyp-Signature", "")):
+                self.bad_signatures += 1
                 return 401, None
             key = headers["Idempotency-Key"]
             if key not in self.keys:
                 self.keys.add(key)
-                dataset = unquote(headers["X-Hyp-Dataset"])  # sent percent-encoded
-                self.rows[dataset].extend(json.loads(line) for line in body.splitlines())
+                rows = self.rows[unquote(headers["X-Hyp-Dataset"])]  # sent percent-encoded
+                if headers.get("Content-Type") == "application/json":
+                    rows.extend(json.loads(body))
+                else:
+                    rows.extend(json.loads(line) for line in body.splitlines())
             return 200, None
 
     def rows_of(self, dataset: str) -> list[dict[str, Any]]:
@@ -72,8 +95,9 @@ class WebhookReceiver:
 
 
 @contextmanager
-def run_receiver(key: str) -> Iterator[WebhookReceiver]:
-    receiver = WebhookReceiver(key)
+def run_webhook_receiver(secret: str) -> Iterator[WebhookReceiver]:
+    """Serve a `WebhookReceiver` on a free loopback port until the block ends."""
+    receiver = WebhookReceiver(secret)
     thread = threading.Thread(target=receiver.server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
