@@ -12,10 +12,11 @@ from hypaware import build, resolve
 from hypaware.contracts import Sink
 from hypaware.testing.central import CentralServer, RateLimit
 from hypaware.testing.conformance import SinkContract
+from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
 from hypaware.types import DatasetInfo
 
 from .conftest import TOKEN
-from .test_webhook import KEY, Receiver
+from .test_webhook import KEY
 
 
 def _build(plugin: str, config: dict[str, Any], env: dict[str, str]) -> Sink:
@@ -58,24 +59,20 @@ class TestWebhookConformance(SinkContract):
     close_timeout = 1.0
 
     @pytest.fixture
-    def target(self) -> Iterator[Receiver]:
-        receiver = Receiver()
-        receiver.thread.start()
-        yield receiver
-        receiver.server.shutdown()
-        receiver.server.server_close()
-        receiver.thread.join(2)
+    def target(self) -> Iterator[WebhookReceiver]:
+        with run_webhook_receiver(KEY) as receiver:
+            yield receiver
 
-    def make_sink(self, target: Receiver) -> Sink:
+    def make_sink(self, target: WebhookReceiver) -> Sink:
         config = {"url": target.url, "signing_secret": "${KEY}", "gateway_id": "gw-conf"}
         return _build("@hypaware/webhook", config, {"KEY": KEY})
 
-    def read_rows(self, target: Receiver, dataset: DatasetInfo) -> list[dict[str, Any]]:
+    def read_rows(self, target: WebhookReceiver, dataset: DatasetInfo) -> list[dict[str, Any]]:
         with target.lock:
             return list(target.rows.get(dataset.name, ()))
 
     @contextlib.asynccontextmanager
-    async def _stalled(self, target: Receiver) -> AsyncIterator[None]:
+    async def _stalled(self, target: WebhookReceiver) -> AsyncIterator[None]:
         with target.lock:
             target.script.extend([(503, "30")] * 50)
         try:
@@ -84,5 +81,5 @@ class TestWebhookConformance(SinkContract):
             with target.lock:
                 target.script.clear()
 
-    def stall(self, target: Receiver) -> contextlib.AbstractAsyncContextManager[None]:
+    def stall(self, target: WebhookReceiver) -> contextlib.AbstractAsyncContextManager[None]:
         return self._stalled(target)
