@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import EncodeError
@@ -10,7 +10,7 @@ from ..errors import EncodeError
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["BatchSource", "ChunkSink", "files"]
+__all__ = ["BatchSource", "ChunkSink", "files", "row_groups"]
 
 
 class BatchSource:
@@ -73,6 +73,38 @@ class BatchSource:
             raise EncodeError(
                 f"batch types cannot be cast to the schema: {', '.join(differ)}: {exc}"
             ) from exc
+
+
+def row_groups(
+    source: BatchSource, *, max_rows: int, max_bytes: int
+) -> Generator[list[pa.RecordBatch], None, None]:
+    """The source's rows cut into row groups of `max_rows` rows, cut early at `max_bytes`.
+
+    A consumer that stops after a group (its file is full) closes this
+    generator; the rest of the batch being cut goes back to `source`, so
+    the next file starts exactly where this one ended.
+    """
+    group: list[pa.RecordBatch] = []
+    rows = nbytes = 0
+    while (batch := source.next()) is not None:
+        while batch.num_rows:
+            take = min(batch.num_rows, max_rows - rows)
+            part = batch.slice(0, take) if take < batch.num_rows else batch
+            batch = batch.slice(take)
+            group.append(part)
+            rows += part.num_rows
+            nbytes += part.nbytes
+            if rows < max_rows and nbytes < max_bytes:
+                continue
+            try:
+                yield group
+            except GeneratorExit:
+                if batch.num_rows:
+                    source.push_back(batch)
+                raise
+            group, rows, nbytes = [], 0, 0
+    if group:
+        yield group
 
 
 class ChunkSink:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..errors import ConfigError, EncodeError
-from ._stream import BatchSource, ChunkSink
+from ._stream import BatchSource, ChunkSink, row_groups
 
 if TYPE_CHECKING:
     from ..plugins.format_parquet import ParquetConfig
@@ -111,11 +111,9 @@ class FastparquetFile:
         sink.write(_MAGIC)
         yield from sink.take()
         fmd: Any = None
-        row_groups: list[Any] = []
-        group: list[pa.RecordBatch] = []
-        rows = nbytes = 0
+        row_groups_written: list[Any] = []
 
-        def flush() -> None:
+        def flush(group: list[pa.RecordBatch]) -> None:
             nonlocal fmd
             frame = self._frame(pa.Table.from_batches(group, self.schema))
             try:
@@ -133,30 +131,16 @@ class FastparquetFile:
             except (ValueError, TypeError, RuntimeError) as exc:
                 raise EncodeError(f"fastparquet cannot write these rows: {exc}") from exc
             if rg is not None:
-                row_groups.append(rg)
+                row_groups_written.append(rg)
 
-        while (batch := source.next()) is not None:
-            while batch.num_rows:
-                take = min(batch.num_rows, cfg.row_group_size - rows)
-                part = batch.slice(0, take) if take < batch.num_rows else batch
-                batch = batch.slice(take)
-                group.append(part)
-                rows += part.num_rows
-                nbytes += part.nbytes
-                if rows < cfg.row_group_size and nbytes < cfg.row_group_bytes:
-                    continue
-                flush()
-                group, rows, nbytes = [], 0, 0
-                yield from sink.take()
-                if sink.size >= cfg.target_file_size:
-                    if batch.num_rows:
-                        source.push_back(batch)
-                    yield self._footer(fmd, row_groups)
-                    return
-        if group:
-            flush()
+        groups = row_groups(source, max_rows=cfg.row_group_size, max_bytes=cfg.row_group_bytes)
+        for group in groups:
+            flush(group)
             yield from sink.take()
-        yield self._footer(fmd, row_groups)
+            if sink.size >= cfg.target_file_size:
+                groups.close()  # the rest goes back to the source for the next file
+                break
+        yield self._footer(fmd, row_groups_written)
 
     @staticmethod
     def _footer(fmd: Any, row_groups: list[Any]) -> bytes:

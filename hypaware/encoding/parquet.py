@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from ..errors import EncodeError
 from ..plugins.format_parquet import ParquetConfig
-from ._stream import BatchSource, ChunkSink, files
+from ._stream import BatchSource, ChunkSink, files, row_groups
 
 __all__ = ["ParquetConfig", "ParquetEncoder"]
 
@@ -72,30 +72,14 @@ class ParquetEncoder:
         cfg = self.config
         sink = ChunkSink()
         writer = self._open_writer(sink, source.schema)
+        groups = row_groups(source, max_rows=cfg.row_group_size, max_bytes=cfg.row_group_bytes)
         try:
-            group: list[pa.RecordBatch] = []
-            rows = nbytes = 0
-            while (batch := source.next()) is not None:
-                while batch.num_rows:
-                    take = min(batch.num_rows, cfg.row_group_size - rows)
-                    part = batch.slice(0, take) if take < batch.num_rows else batch
-                    batch = batch.slice(take)
-                    group.append(part)
-                    rows += part.num_rows
-                    nbytes += part.nbytes
-                    if rows < cfg.row_group_size and nbytes < cfg.row_group_bytes:
-                        continue
-                    self._write_group(writer, source.schema, group, rows)
-                    group, rows, nbytes = [], 0, 0
-                    yield from sink.take()
-                    if sink.size >= cfg.target_file_size:
-                        if batch.num_rows:
-                            source.push_back(batch)
-                        writer.close()
-                        yield from sink.take()
-                        return
-            if group:
-                self._write_group(writer, source.schema, group, rows)
+            for group in groups:
+                self._write_group(writer, source.schema, group)
+                yield from sink.take()
+                if sink.size >= cfg.target_file_size:
+                    groups.close()  # the rest goes back to the source for the next file
+                    break
             writer.close()
             yield from sink.take()
         finally:
@@ -106,10 +90,11 @@ class ParquetEncoder:
 
     @staticmethod
     def _write_group(
-        writer: pq.ParquetWriter, schema: pa.Schema, group: list[pa.RecordBatch], rows: int
+        writer: pq.ParquetWriter, schema: pa.Schema, group: list[pa.RecordBatch]
     ) -> None:
+        table = pa.Table.from_batches(group, schema)
         try:
-            writer.write_table(pa.Table.from_batches(group, schema), row_group_size=rows)
+            writer.write_table(table, row_group_size=table.num_rows)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             raise EncodeError(f"Parquet cannot write these rows: {exc}") from exc
 
