@@ -258,17 +258,10 @@ class BlobSink:
         reason = f"sink {self.name!r}: {where}{text}" if where or self.name not in text else text
         retryable = isinstance(exc, TransientStoreError)
         if part is not None:
-            log.warning(
-                "sink %s: partition %s not written: %s",
-                self.name,
-                part.id,
-                reason,
-                extra={"sink": self.name, "partition": part.id},
-            )
+            self._log_not_written(part, reason)
         return RetryPartition(part.id if part is not None else "", reason, retryable)
 
-    def _partition_failure(self, part: PartitionRef, exc: Exception) -> RetryPartition:
-        reason = f"sink {self.name!r}: partition {part.id!r}: {type(exc).__name__}: {exc}"
+    def _log_not_written(self, part: PartitionRef, reason: str) -> None:
         log.warning(
             "sink %s: partition %s not written: %s",
             self.name,
@@ -276,6 +269,10 @@ class BlobSink:
             reason,
             extra={"sink": self.name, "partition": part.id},
         )
+
+    def _partition_failure(self, part: PartitionRef, exc: Exception) -> RetryPartition:
+        reason = f"sink {self.name!r}: partition {part.id!r}: {type(exc).__name__}: {exc}"
+        self._log_not_written(part, reason)
         # Rows the encoder cannot represent will not encode on a retry either.
         return RetryPartition(part.id, reason, retryable=not isinstance(exc, EncodeError))
 
