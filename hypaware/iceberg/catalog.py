@@ -141,7 +141,7 @@ def open_catalog(config: CatalogConfig, ctx: BuildContext, properties: dict[str,
         # Creating the catalog's own tables races with other writers starting at once.
         return retrying(
             lambda: SqlCatalog(config.name, **properties),
-            retry_on=_is_lock_error,
+            retry_on=_is_setup_race,
             attempts=5,
             backoff=0.05,
         )
@@ -158,6 +158,12 @@ def open_catalog(config: CatalogConfig, ctx: BuildContext, properties: dict[str,
 def _is_lock_error(exc: BaseException) -> bool:
     text = str(exc).lower()
     return "database is locked" in text or "database table is locked" in text
+
+
+def _is_setup_race(exc: BaseException) -> bool:
+    # Two writers opening a fresh catalog both see no tables; the loser's
+    # CREATE TABLE fails, and its retry finds the winner's tables.
+    return _is_lock_error(exc) or "already exists" in str(exc).lower()
 
 
 def is_conflict(exc: BaseException) -> bool:

@@ -12,7 +12,7 @@ import pytest
 
 import hypaware
 from hypaware.errors import ConfigError, PluginError
-from hypaware.iceberg.catalog import catalog_properties, describe_catalog
+from hypaware.iceberg.catalog import catalog_properties, describe_catalog, open_catalog
 from hypaware.plugins.format_iceberg import MANIFEST, CatalogConfig, IcebergConfig
 from hypaware.resolver import BuildContext
 from hypaware.secrets import Secret
@@ -153,3 +153,31 @@ def test_missing_extra_gives_an_install_hint(
         build_sink(sink_config(tmp_path))
     assert "pip install 'hypaware[iceberg]'" in str(info.value)
     assert "sink 'archive'" in str(info.value)
+
+
+def test_a_writer_that_loses_the_race_to_create_the_catalog_tables_uses_the_winners(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog, SqlCatalogBaseTable
+    from sqlalchemy import create_engine
+
+    ctx = BuildContext("archive", tmp_path / "state", tmp_path)
+    config = CatalogConfig(path=str(tmp_path / "shared.db"))
+    props = catalog_properties(config, ctx, token="root-1", warehouse_url="file:///w")
+    real_create = SqlCatalog.create_tables
+    lost = []
+
+    def create_after_another_writer(self: SqlCatalog) -> None:
+        if not lost:
+            # Both writers saw no tables; the other one creates them first.
+            other = create_engine(props["uri"])
+            SqlCatalogBaseTable.metadata.create_all(other)
+            other.dispose()
+            lost.append(True)
+            SqlCatalogBaseTable.metadata.create_all(self.engine, checkfirst=False)
+        real_create(self)
+
+    monkeypatch.setattr(SqlCatalog, "create_tables", create_after_another_writer)
+    catalog = open_catalog(config, ctx, props)
+    assert lost == [True]
+    assert catalog.list_namespaces() == []
