@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import hypaware
 from hypaware import DatasetInfo, ExportBatch, PartitionRef, load_config
@@ -31,9 +32,16 @@ def day_batch(tbl: pa.Table, *, sink: str = "bench", batch_rows: int = 65_536) -
         def opener(day: pa.Table = day) -> pa.RecordBatchReader:
             return day.to_reader(max_chunksize=batch_rows)
 
+        times = day.column("ts")
         parts.append(
             PartitionRef(
-                id=f"day-{i}", dataset="events", seq=i, row_count=day.num_rows, opener=opener
+                id=f"day-{i}",
+                dataset="events",
+                seq=i,
+                row_count=day.num_rows,
+                min_time=pc.min(times).as_py(),
+                max_time=pc.max(times).as_py(),
+                opener=opener,
             )
         )
     return ExportBatch(batch_id="bench-1", sink=sink, dataset=dataset, partitions=parts)

@@ -8,20 +8,29 @@ Layout under the store's root::
 - ``date=`` is the UTC day of the row's time column (hive style, so readers
   prune by day); rows whose time is null go to ``date=__HIVE_DEFAULT_PARTITION__``,
   the name pyarrow, Spark and Hive read back as null.
-- ``<stem>`` is ``part-`` and a hash of (sink, dataset, partition id): the
-  same partition always maps to the same names, in whatever batch it comes.
-- ``<index>`` counts the files of that partition on that day (``0000``,
-  ``0001``, ...) when the encoder rolls over at its target size.
+- ``<stem>`` is ``part-`` and a hash of (sink, dataset, batch id): one
+  batch writes one file per day it has rows for (more when the encoder
+  rolls over at its target size), holding every partition of the batch
+  with rows on that day, in batch order. A cache that partitions per
+  conversation still gets a few large files per export, not one per
+  conversation.
+- ``<index>`` counts the batch's files on that day (``0000``, ``0001``, ...).
 
-Exactly once: re-exporting a partition (a crash before the ack, a respool,
-a retry of the whole batch) writes the same names, so objects are replaced,
-not copied. An earlier attempt can still have written *more* files for a
-day than this one (the encoder's target size changed in between): after a
-batch is written, each day directory it touched is listed and any object of
-one of its partitions that this attempt did not write is deleted. A
-partition is acknowledged only once that is done, so no stale copy can
-outlive its ack. Partition contents never change, so an earlier attempt
-only ever wrote into the day directories this one writes.
+Exactly once, with the sink's `BatchIndex` (see `hypaware.batch_index`):
+
+- A batch is recorded *open* before its first object is written, and each
+  day directory before the first object goes there. Re-exporting the same
+  batch (a crash before the ack) writes the same names; afterwards every
+  object of the batch this attempt did not write is deleted from every
+  directory any attempt touched, and only then is the batch *finished* and
+  acknowledged.
+- A batch that failed (the destination failed, the sink was closed, the
+  process died) stays open; its partitions come back through the driver in
+  some other batch. Before the sink writes any other batch it deletes the
+  open batch's objects, so its rows are never in two batches' files.
+- A partition that cannot be read or encoded is left out: the batch is
+  written again without it (same names; the leftovers are deleted as
+  above) and the partition goes to `retry_partitions`.
 """
 
 from __future__ import annotations
@@ -30,34 +39,46 @@ import asyncio
 import hashlib
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections import deque
+from collections.abc import AsyncGenerator, Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from .batch_index import BatchIndex
 from .contracts import BlobStore, Encoder
 from .errors import EncodeError, PathError, SinkClosedError, StoreError, TransientStoreError
 from .paths import encode_segment
-from .types import ExportBatch, ExportOptions, ExportResult, PartitionRef, RetryPartition
+from .types import (
+    ExportBatch,
+    ExportOptions,
+    ExportResult,
+    ObjectMeta,
+    PartitionRef,
+    RetryPartition,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["NULL_DAY", "BlobSink", "object_stem"]
+__all__ = ["NULL_DAY", "BlobSink", "batch_stem"]
 
 log = logging.getLogger(__name__)
 
 NULL_DAY = "__HIVE_DEFAULT_PARTITION__"
 _EPOCH = date(1970, 1, 1)
 _DONE = object()
+# A partition whose min/max times span more days than this is read as if
+# it had no hint: its days are learned from its rows.
+_MAX_HINT_DAYS = 400
 T = TypeVar("T")
 
 
-def object_stem(sink: str, dataset: str, partition_id: str) -> str:
-    """The name every object of one partition starts with (before ``-<index>.<ext>``)."""
-    digest = hashlib.sha256("\0".join((sink, dataset, partition_id)).encode("utf-8"))
+def batch_stem(sink: str, dataset: str, batch_id: str) -> str:
+    """The name every object of one batch starts with (before ``-<index>.<ext>``)."""
+    digest = hashlib.sha256("\0".join((sink, dataset, batch_id)).encode("utf-8"))
     return f"part-{digest.hexdigest()[:32]}"
 
 
@@ -65,37 +86,122 @@ def _day_name(day: int | None) -> str:
     return NULL_DAY if day is None else (_EPOCH + timedelta(days=day)).isoformat()
 
 
+def _day_number(at: datetime) -> int:
+    # Naive times are UTC, as in the cache's Arrow timestamps without a zone.
+    if at.tzinfo is not None:
+        at = at.astimezone(UTC)
+    return (at.date() - _EPOCH).days
+
+
+def _day_order(day: int | None) -> tuple[bool, int]:
+    return (day is None, day or 0)
+
+
 class _SinkClosing(Exception):
     """Raised inside an in-flight export when the sink is closed under it."""
 
 
 class _SourceFailed(Exception):
-    """Reading or encoding the partition failed (the cause is chained), not the store."""
+    """Reading or encoding failed (the cause is chained), not the store."""
+
+
+class _PartitionFailed(Exception):
+    """`part` could not be read or encoded (the cause is chained)."""
+
+    def __init__(self, part: PartitionRef | None) -> None:
+        super().__init__(part.id if part is not None else "")
+        self.part = part
 
 
 @attrs.define
 class _Written:
-    """What one partition's export wrote."""
+    """What one attempt at a batch wrote."""
 
     paths: dict[str, set[str]] = attrs.field(factory=dict)  # day directory -> object names
-    rows: int = 0
     size: int = 0
     files: int = 0
+    puts: deque[asyncio.Future[ObjectMeta]] = attrs.field(factory=deque)  # still completing
+
+    async def settle_one(self) -> None:
+        """Wait for the oldest put still completing; raises what it raised."""
+        meta = await self.puts.popleft()
+        self.size += meta.size
+        self.files += 1
 
 
-class _DaySplitter:
-    """Streams one day's rows of a partition, and records every day it saw.
+class _Feed:
+    """Plans the passes over a batch and feeds each pass its rows (on the worker thread).
 
-    The first pass takes the day of the partition's first row; `days` then
-    holds every day present, so the caller knows which passes remain.
-    Partitions nearly always cover one day: that is one pass, batches passed
-    through untouched.
+    One pass writes one day: it reads, in batch order, every partition that
+    has (or may have) rows on that day and keeps only those rows. A partition
+    is read fully each time, so after its first read its exact days are
+    known; before that, its min/max times (when the cache gives them) say
+    which passes need it. A partition without them is read in the first
+    pass, whose day is that of the first row. Partitions that cover one day,
+    the common case, are read once and their batches passed through whole.
     """
 
-    def __init__(self, column: str) -> None:
+    def __init__(self, column: str, parts: Sequence[PartitionRef]) -> None:
         self.column = column
-        self.days: set[int | None] = set()
-        self.rows = 0
+        self.parts = list(parts)
+        self.hints: dict[str, set[int] | None] = {p.id: _hint(p) for p in parts}
+        self.seen: dict[str, set[int | None]] = {}
+        self.done: dict[str, set[int | None]] = {p.id: set() for p in parts}
+        self.rows: dict[str, int] = dict.fromkeys(self.hints, 0)
+        self.current: PartitionRef | None = None
+
+    def next_pass(self) -> tuple[list[int | None], list[PartitionRef]] | None:
+        """The next pass's day (an empty list: the first row's) and partitions, or None."""
+        unknown = [p for p in self.parts if p.id not in self.seen and self.hints[p.id] is None]
+        todo = {p.id: self._todo(p) for p in self.parts}
+        days = set().union(*todo.values()) if todo else set()
+        if days:
+            day = min(days, key=_day_order)
+            parts = [p for p in self.parts if day in todo[p.id] or p in unknown]
+            return [day], parts
+        if unknown:
+            return [], unknown
+        return None
+
+    def _todo(self, part: PartitionRef) -> set[int | None]:
+        known = self.seen.get(part.id)
+        days: set[int | None] = set(known if known is not None else self.hints[part.id] or ())
+        return days - self.done[part.id]
+
+    def rows_of(self, parts: Sequence[PartitionRef], target: list[int | None]) -> Iterator[Any]:
+        """The rows of day ``target[0]`` (set from the first row if empty) in `parts`."""
+        import pyarrow.compute as pc
+
+        for part in parts:
+            self.current = part
+            seen: set[int | None] = set()
+            reader = part.open()
+            try:
+                for batch in reader:
+                    if not batch.num_rows:
+                        continue
+                    keys = self.day_keys(batch)
+                    present = set(pc.unique(keys).to_pylist())
+                    seen |= present
+                    if not target:
+                        target.append(keys[0].as_py())
+                    day = target[0]
+                    if present == {day}:
+                        out = batch
+                    elif day not in present:
+                        continue
+                    elif day is None:
+                        out = batch.filter(pc.is_null(keys))
+                    else:
+                        out = batch.filter(pc.equal(keys, day))
+                    self.rows[part.id] += out.num_rows
+                    yield out
+            finally:
+                reader.close()
+            self.seen[part.id] = seen
+            if target:
+                self.done[part.id].add(target[0])
+        self.current = None
 
     def day_keys(self, batch: pa.RecordBatch) -> pa.Array:
         import pyarrow as pa
@@ -119,52 +225,53 @@ class _DaySplitter:
             )
         return col.cast(pa.int32())
 
-    def rows_of(
-        self, reader: pa.RecordBatchReader, target: list[int | None]
-    ) -> Iterator[pa.RecordBatch]:
-        """Batches of `reader` with only the rows of day ``target[0]`` (set from row 0 if empty)."""
-        import pyarrow.compute as pc
 
-        for batch in reader:
-            if not batch.num_rows:
-                continue
-            keys = self.day_keys(batch)
-            present = set(pc.unique(keys).to_pylist())
-            self.days |= present
-            if not target:
-                target.append(keys[0].as_py())
-            day = target[0]
-            if present == {day}:
-                out = batch
-            elif day not in present:
-                continue
-            elif day is None:
-                out = batch.filter(pc.is_null(keys))
-            else:
-                out = batch.filter(pc.equal(keys, day))
-            self.rows += out.num_rows
-            yield out
+def _time_column_problem(schema: pa.Schema, column: str) -> str | None:
+    import pyarrow as pa
+
+    if column not in schema.names:
+        return f"time column {column!r} is not in the dataset's columns"
+    typ = schema.field(column).type
+    if pa.types.is_timestamp(typ) or pa.types.is_date(typ):
+        return None
+    return f"time column {column!r} has type {typ}; a timestamp or date is needed"
+
+
+def _hint(part: PartitionRef) -> set[int] | None:
+    if part.min_time is None or part.max_time is None:
+        return None
+    first, last = _day_number(part.min_time), _day_number(part.max_time)
+    if last < first or last - first > _MAX_HINT_DAYS:
+        return None
+    return set(range(first, last + 1))
 
 
 class BlobSink:
-    """Writes each batch's partitions through `encoder` into `store` (see the module doc).
+    """Writes each batch through `encoder` into `store` (see the module doc).
 
     - `name`: the sink's name; part of every object name.
     - `store`: where objects go (closed by `close()`).
     - `encoder`: turns rows into file bytes.
+    - `index`: what each batch wrote (see `hypaware.batch_index`). Built
+      from config, it lives in the sink's state directory; without one it
+      is kept in memory, which is exactly-once only within this process.
 
     Reading and encoding run on one worker thread of the sink's own, never on
     the event loop; `close()` joins it.
     """
 
-    def __init__(self, name: str, store: BlobStore, encoder: Encoder) -> None:
+    def __init__(
+        self, name: str, store: BlobStore, encoder: Encoder, index: BatchIndex | None = None
+    ) -> None:
         self.name = name
         self.store = store
         self.encoder = encoder
+        self.index = index if index is not None else BatchIndex(None)
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
         self._active = 0
+        self._writing: set[str] = set()
         self._idle: asyncio.Event | None = None
         self._close_task: asyncio.Future[None] | None = None
 
@@ -203,65 +310,108 @@ class BlobSink:
             dataset_dir = encode_segment(dataset.name)
         except PathError as exc:
             return ExportResult.failed(batch, f"sink {self.name!r}: {exc}", retryable=False)
-        exported: dict[str, _Written] = {}
-        retry: list[RetryPartition] = []
-        blocked: RetryPartition | None = None
-        for part in batch.partitions:
-            if self._closed:
-                retry.append(RetryPartition(part.id, f"sink {self.name!r} was closed"))
-                continue
-            if blocked is not None:
-                retry.append(attrs.evolve(blocked, partition_id=part.id))
-                continue
+        stem = batch_stem(self.name, dataset.name, batch.batch_id)
+        if stem in self._writing:
+            return ExportResult.failed(
+                batch, f"sink {self.name!r}: batch {batch.batch_id} is already being exported"
+            )
+        self._writing.add(stem)
+        try:
+            return await self._export_batch(batch, stem, dataset_dir)
+        finally:
+            self._writing.discard(stem)
+
+    async def _export_batch(self, batch: ExportBatch, stem: str, dataset_dir: str) -> ExportResult:
+        problem = _time_column_problem(batch.dataset.schema, batch.dataset.time_column)
+        if problem is not None:
+            # No partition of this dataset can be laid out by day, on any retry.
+            reason = f"sink {self.name!r}: dataset {batch.dataset.name!r}: {problem}"
+            return self._all_failed(batch, {}, RetryPartition("", reason, retryable=False))
+        try:
+            await self._sweep()
+        except StoreError as exc:
+            return self._all_failed(batch, {}, self._store_failure(None, exc))
+        # A partition some finished batch already holds was acknowledged
+        # before and sent again (its ack was lost): writing it again would
+        # double its rows, so it is acknowledged as it is.
+        held = self.index.finished_holders(
+            batch.dataset.name, [p.id for p in batch.partitions], other_than=stem
+        )
+        for pid, other in held.items():
+            log.info(
+                "sink %s: partition %s is already written by batch %s; not written again",
+                self.name,
+                pid,
+                other,
+                extra={"sink": self.name, "partition": pid},
+            )
+        todo = [p for p in batch.partitions if p.id not in held]
+        self.index.begin(stem, batch.dataset.name, batch.batch_id, (p.id for p in todo))
+        failed: dict[str, RetryPartition] = {}
+        while True:
+            live = [p for p in todo if p.id not in failed]
+            feed = _Feed(batch.dataset.time_column, live)
             try:
-                exported[part.id] = await self._export_partition(batch, part, dataset_dir)
-            except _SinkClosing:
-                retry.append(RetryPartition(part.id, f"sink {self.name!r} was closed"))
-            except _SourceFailed as exc:
+                written = await self._write(batch, stem, dataset_dir, feed)
+                await self._remove_stale(stem, written)
+                break
+            except _PartitionFailed as exc:
                 cause = exc.__cause__
                 assert isinstance(cause, Exception)
-                retry.append(self._partition_failure(part, cause))
+                blamed = [exc.part] if exc.part is not None else live
+                for part in blamed:
+                    failed[part.id] = self._partition_failure(part, cause)
+                # Written again without them: the same names, leftovers deleted.
+                self.index.drop_partitions(stem, (p.id for p in blamed))
+            except _SinkClosing:
+                why = RetryPartition("", f"sink {self.name!r} was closed")
+                return self._all_failed(batch, failed, why, held)
             except StoreError as exc:
-                failure = self._store_failure(part, exc)
-                retry.append(failure)
-                if not isinstance(exc, PathError):
-                    # The destination itself is failing: the other partitions
-                    # would fail the same way, after the same timeouts.
-                    blocked = failure
-            except Exception as exc:
-                retry.append(self._partition_failure(part, exc))
-
-        if exported:
-            try:
-                await self._remove_stale(dataset.name, exported)
-            except Exception as exc:
-                # Without the cleanup an earlier attempt's extra file could
-                # double rows: hold the ack back; the retry rewrites and cleans.
-                if isinstance(exc, StoreError):
-                    reason = self._store_failure(None, exc).reason
-                else:
-                    reason = f"sink {self.name!r}: {type(exc).__name__}: {exc}"
-                retry.extend(RetryPartition(pid, reason) for pid in exported)
-                exported = {}
+                return self._all_failed(batch, failed, self._store_failure(None, exc), held)
+        self.index.finish(stem)
+        exported = tuple(p.id for p in live) + tuple(held)
         result = ExportResult(
-            exported=tuple(exported),
-            retry_partitions=tuple(retry),
-            rows_written=sum(w.rows for w in exported.values()),
-            bytes_written=sum(w.size for w in exported.values()),
-            files_written=sum(w.files for w in exported.values()),
+            exported=exported,
+            retry_partitions=tuple(failed.values()),
+            rows_written=sum(feed.rows[p.id] for p in live),
+            bytes_written=written.size,
+            files_written=written.files,
         )
         return result.reconcile(batch)
+
+    def _all_failed(
+        self,
+        batch: ExportBatch,
+        failed: dict[str, RetryPartition],
+        why: RetryPartition,
+        held: Collection[str] = (),
+    ) -> ExportResult:
+        """Every partition back for retry (with its own reason, or `why`), but those in `held`."""
+        retry = [
+            failed.get(p.id) or attrs.evolve(why, partition_id=p.id)
+            for p in batch.partitions
+            if p.id not in held
+        ]
+        for entry in retry:
+            if entry.reason == why.reason:
+                log.warning(
+                    "sink %s: partition %s not written: %s",
+                    self.name,
+                    entry.partition_id,
+                    why.reason,
+                    extra={"sink": self.name, "partition": entry.partition_id},
+                )
+        return ExportResult(exported=tuple(held), retry_partitions=tuple(retry)).reconcile(batch)
 
     def _store_failure(self, part: PartitionRef | None, exc: StoreError) -> RetryPartition:
         text = str(exc)
         where = "" if self.destination in text else f"{self.destination}: "
         reason = f"sink {self.name!r}: {where}{text}" if where or self.name not in text else text
         retryable = isinstance(exc, TransientStoreError)
-        if part is not None:
-            self._log_not_written(part, reason)
         return RetryPartition(part.id if part is not None else "", reason, retryable)
 
-    def _log_not_written(self, part: PartitionRef, reason: str) -> None:
+    def _partition_failure(self, part: PartitionRef, exc: Exception) -> RetryPartition:
+        reason = f"sink {self.name!r}: partition {part.id!r}: {type(exc).__name__}: {exc}"
         log.warning(
             "sink %s: partition %s not written: %s",
             self.name,
@@ -269,68 +419,95 @@ class BlobSink:
             reason,
             extra={"sink": self.name, "partition": part.id},
         )
-
-    def _partition_failure(self, part: PartitionRef, exc: Exception) -> RetryPartition:
-        reason = f"sink {self.name!r}: partition {part.id!r}: {type(exc).__name__}: {exc}"
-        self._log_not_written(part, reason)
         # Rows the encoder cannot represent will not encode on a retry either.
         return RetryPartition(part.id, reason, retryable=not isinstance(exc, EncodeError))
 
-    async def _export_partition(
-        self, batch: ExportBatch, part: PartitionRef, dataset_dir: str
+    async def _write(
+        self, batch: ExportBatch, stem: str, dataset_dir: str, feed: _Feed
     ) -> _Written:
-        stem = object_stem(self.name, batch.dataset.name, part.id)
-        splitter = _DaySplitter(batch.dataset.time_column)
         written = _Written()
-        done: set[int | None] = set()
-        target: list[int | None] = []
-        while True:
-            try:
-                reader = await self._run(part.open)
-            except Exception as exc:
-                raise _SourceFailed from exc
-            day_dir = await self._write_day(
-                reader, splitter, target, stem, f"{dataset_dir}/date=", written
-            )
-            if day_dir is None:
-                break  # an empty partition: nothing to write
-            done.add(target[0])
-            remaining = sorted(splitter.days - done, key=lambda d: (d is None, d or 0))
-            if not remaining:
-                break
-            target = [remaining[0]]
-        written.rows = splitter.rows
+        try:
+            while (step := feed.next_pass()) is not None:
+                target, parts = step
+                try:
+                    await self._write_pass(batch, stem, dataset_dir, feed, target, parts, written)
+                except _SourceFailed as exc:
+                    raise _PartitionFailed(feed.current) from exc.__cause__
+            while written.puts:
+                await written.settle_one()
+        except BaseException:
+            for put in written.puts:
+                put.cancel()
+            await asyncio.gather(*written.puts, return_exceptions=True)
+            raise
         return written
 
-    async def _write_day(
+    async def _write_pass(
         self,
-        reader: pa.RecordBatchReader,
-        splitter: _DaySplitter,
-        target: list[int | None],
+        batch: ExportBatch,
         stem: str,
-        day_prefix: str,
+        dataset_dir: str,
+        feed: _Feed,
+        target: list[int | None],
+        parts: list[PartitionRef],
         written: _Written,
-    ) -> str | None:
-        files = self.encoder.encode(reader.schema, splitter.rows_of(reader, target))
-        day_dir: str | None = None
+    ) -> None:
+        rows = feed.rows_of(parts, target)
+        files = self.encoder.encode(batch.dataset.schema, rows)
         try:
-            index = 0
             while (chunks := await self._pull(files)) is not _DONE:
                 assert isinstance(chunks, Iterator)
-                if day_dir is None:
-                    day_dir = f"{day_prefix}{_day_name(target[0])}"
-                name = f"{stem}-{index:04d}.{self.encoder.extension}"
-                meta = await self.store.put(f"{day_dir}/{name}", self._stream(chunks))
-                written.paths.setdefault(day_dir, set()).add(name)
-                written.size += meta.size
-                written.files += 1
-                index += 1
+                day_dir = f"{dataset_dir}/date={_day_name(target[0])}"
+                names = written.paths.get(day_dir)
+                if names is None:
+                    # Recorded before the first object lands there, so that a
+                    # later attempt knows where to look for stale objects.
+                    self.index.touch(stem, day_dir)
+                    names = written.paths[day_dir] = set()
+                name = f"{stem}-{len(names):04d}.{self.encoder.extension}"
+                names.add(name)
+                await self._put(f"{day_dir}/{name}", chunks, written)
         finally:
             # Queued behind any pull still running in the worker, so the
-            # generator is never closed while it executes; shielded so a
+            # generators are never closed while they execute; shielded so a
             # cancelled export still releases the reader.
-            await asyncio.shield(self._run(_close_all, files, reader))
-        return day_dir
+            await asyncio.shield(self._run(_close_all, files, rows))
+
+    async def _remove_stale(self, stem: str, written: _Written) -> None:
+        """Delete every object of `stem` this attempt did not write, wherever any attempt wrote."""
+        for day_dir in sorted(self.index.day_dirs(stem)):
+            keep = written.paths.get(day_dir, set())
+            await self._delete_matching(day_dir, stem, keep, "an earlier attempt")
+
+    async def _sweep(self) -> None:
+        """Delete the objects of batches that failed; their partitions went back for retry."""
+        for record in self.index.open_batches():
+            if record.stem in self._writing:
+                continue
+            for day_dir in sorted(record.day_dirs):
+                await self._delete_matching(
+                    day_dir, record.stem, set(), f"failed batch {record.batch_id}"
+                )
+            self.index.forget(record.stem)
+
+    async def _delete_matching(self, day_dir: str, stem: str, keep: set[str], left_by: str) -> None:
+        # Whatever the extension: the encoder may have changed between attempts.
+        stale: list[str] = []
+        async for meta in self.store.list(day_dir):
+            name = meta.path.rpartition("/")[2]
+            if name not in keep and name.rpartition("-")[0] == stem:
+                stale.append(meta.path)
+        for path in stale:
+            log.info(
+                "sink %s: removing %s left by %s",
+                self.name,
+                path,
+                left_by,
+                extra={"sink": self.name},
+            )
+            await self.store.delete(path)
+
+    # ------------------------------------------------------------------ threads
 
     async def _pull(self, it: Iterator[T]) -> T | object:
         return await self._await_pull(self._submit(_next_or_done, it))
@@ -342,48 +519,59 @@ class BlobSink:
         except Exception as exc:
             raise _SourceFailed from exc
 
-    async def _stream(self, chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
-        # One step ahead: the worker encodes the next chunks while the store
-        # writes these. Chunks cross threads a few MiB at a time, since every
-        # crossing costs a wake-up on both sides.
-        pending = self._submit(_take_chunks, chunks)
+    async def _put(self, path: str, chunks: Iterator[bytes], written: _Written) -> None:
+        """Start writing one file; return once its bytes are all handed to the store.
+
+        The store finishes the object (the rename, the multipart completion)
+        while the worker encodes the next file; at most one such put is
+        still completing when the next one starts.
+        """
+        drained = asyncio.Event()
+        put = asyncio.ensure_future(self._put_stream(path, self._stream(chunks, drained)))
+        written.puts.append(put)
+        handed = asyncio.ensure_future(drained.wait())
         try:
-            while got := await self._await_pull(pending):
+            while True:
+                waiting: set[asyncio.Future[Any]] = {handed, *written.puts}
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                # An earlier put that failed stops the batch now, not a file later.
+                while written.puts and written.puts[0].done():
+                    await written.settle_one()
+                if handed.done() or put.done():
+                    break
+        finally:
+            handed.cancel()
+        while len(written.puts) > 1:
+            await written.settle_one()
+
+    async def _put_stream(self, path: str, stream: AsyncGenerator[bytes, None]) -> ObjectMeta:
+        try:
+            return await self.store.put(path, stream)
+        finally:
+            # A store that stops early leaves the stream suspended: closed
+            # here, so its read-ahead is released now, not at collection.
+            await stream.aclose()
+
+    async def _stream(
+        self, chunks: Iterator[bytes], drained: asyncio.Event
+    ) -> AsyncGenerator[bytes, None]:
+        # A few hand-offs ahead: the worker encodes the next chunks while the
+        # store writes these. Chunks cross threads a few MiB at a time, since
+        # every crossing costs a wake-up on both sides.
+        pending = deque(self._submit(_take_chunks, chunks) for _ in range(_READ_AHEAD))
+        try:
+            while got := await self._await_pull(pending.popleft()):
                 if self._closed:
                     raise _SinkClosing
-                pending = self._submit(_take_chunks, chunks)
+                pending.append(self._submit(_take_chunks, chunks))
                 for chunk in got:
                     yield chunk
+            drained.set()
         finally:
             # The store may stop early (a failed upload): the read-ahead then
             # finishes on its own and its outcome is dropped on purpose.
-            pending.add_done_callback(_discard_outcome)
-
-    async def _remove_stale(self, dataset: str, exported: dict[str, _Written]) -> None:
-        stems: dict[str, set[str]] = {}
-        keep: dict[str, set[str]] = {}
-        for pid, written in exported.items():
-            stem = object_stem(self.name, dataset, pid)
-            for day_dir, names in written.paths.items():
-                stems.setdefault(day_dir, set()).add(stem)
-                keep.setdefault(day_dir, set()).update(names)
-        suffix = f".{self.encoder.extension}"
-        for day_dir in sorted(stems):
-            stale: list[str] = []
-            async for meta in self.store.list(day_dir):
-                name = meta.path.rpartition("/")[2]
-                if name in keep[day_dir] or not name.endswith(suffix):
-                    continue
-                if name.rpartition("-")[0] in stems[day_dir]:
-                    stale.append(meta.path)
-            for path in stale:
-                log.info(
-                    "sink %s: removing %s left by an earlier attempt",
-                    self.name,
-                    path,
-                    extra={"sink": self.name},
-                )
-                await self.store.delete(path)
+            for future in pending:
+                future.add_done_callback(_discard_outcome)
 
     # --------------------------------------------------------------- threads
 
@@ -421,6 +609,7 @@ class BlobSink:
                 # Nothing is queued once the exports have returned, so this is prompt.
                 executor.shutdown(wait=True)
             await self.store.close()
+            self.index.close()
         finally:
             self._close_task.set_result(None)
 
@@ -431,6 +620,7 @@ def _discard_outcome(future: asyncio.Future[Any]) -> None:
 
 
 _HANDOFF_BYTES = 2 * 1024 * 1024
+_READ_AHEAD = 3
 
 
 def _take_chunks(chunks: Iterator[bytes]) -> list[bytes]:
@@ -450,10 +640,10 @@ def _next_or_done(it: Iterator[T]) -> T | object:
     return next(it, _DONE)
 
 
-def _close_all(files: Iterator[Any], reader: pa.RecordBatchReader) -> None:
+def _close_all(files: Iterator[Any], rows: Iterator[Any]) -> None:
     # Called on the way out, often after a failure: a second error here
     # would only hide the first, so it is logged, not raised.
-    for close in (getattr(files, "close", None), reader.close):
+    for close in (getattr(files, "close", None), getattr(rows, "close", None)):
         if close is None:
             continue
         try:

@@ -7,11 +7,13 @@ and the rest from the cache, and tells the view which partitions the cache
 answers for so the sink never returns them too (`SinkView.reader`).
 
 - Parquet blob sinks (`BlobSink` with a Parquet encoder): object names carry
-  the partition (``part-<hash of sink, dataset, partition id>``), so files are
-  selected per partition. A partition is claimed when the progress store
-  says the sink acknowledged it and its files are listed; the store is read
-  before the listing, and a sink acknowledges only after every file of the
-  partition is in place.
+  the batch (``part-<hash of sink, dataset, batch id>``) and the sink's
+  `BatchIndex` says which partitions each batch holds. Files of an open
+  batch are never read; a file is left out when its batch holds a partition
+  the cache answers for or one still in flight. A partition is claimed when
+  the progress store says the sink acknowledged it and a listed batch holds
+  it; the store is read before the listing, the index after it, and a sink
+  acknowledges only after every file of the batch is in place.
 - Iceberg (`TableSink` over `IcebergTableFormat`): the table is read at one
   snapshot, and a partition is claimed when a snapshot in that snapshot's
   history lists it in its ``hypaware.partitions`` summary.
@@ -30,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from .blob_sink import object_stem
 from .cache import ExportFloor
 from .errors import HypawareError
 from .paths import encode_segment
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from .batch_index import BatchIndex, BatchRecord
     from .blob_store import ObstoreBlobStore
 
 __all__ = [
@@ -157,10 +159,13 @@ def _acked(floor: ExportFloor | None, part: PartitionRef) -> bool:
 class ParquetSource:
     """A `BlobSink` writing Parquet through an `ObstoreBlobStore` (see the module doc)."""
 
-    def __init__(self, sink_name: str, store: ObstoreBlobStore, extension: str) -> None:
+    def __init__(
+        self, sink_name: str, store: ObstoreBlobStore, extension: str, index: BatchIndex
+    ) -> None:
         self.sink_name = sink_name
         self.store = store
         self.extension = extension
+        self.index = index
         self.part = f"sink {sink_name!r} ({store.label})"
 
     async def view(self, info: DatasetInfo, filters: Filters, read_floor: FloorReader) -> SinkView:
@@ -190,7 +195,13 @@ class ParquetSource:
                     files.setdefault(stem, []).append((meta.path, segments[0][5:], meta.size))
         except HypawareError as exc:
             raise SourceUnreadableError(self.part, f"cannot list {directory}/: {exc}") from exc
-        return _ParquetView(self, info, floor, files, directory)
+        # Read after the listing: a batch listed while open is seen open or
+        # finished here, never missing (its record is written before its files).
+        try:
+            records = self.index.lookup(files)
+        except HypawareError as exc:
+            raise SourceUnreadableError(self.part, str(exc)) from exc
+        return _ParquetView(self, info, floor, files, records, directory)
 
 
 class _ParquetView(SinkView):
@@ -200,31 +211,41 @@ class _ParquetView(SinkView):
         info: DatasetInfo,
         floor: ExportFloor | None,
         files: dict[str, list[tuple[str, str, int]]],
+        records: dict[str, BatchRecord],
         directory: str,
     ) -> None:
         self.source = source
         self.part = source.part
         self.info = info
         self.floor = floor
-        self.files = files
         self.directory = directory
         self.selected: list[str] = []
-
-    def _stem(self, partition_id: str) -> str:
-        return object_stem(self.source.sink_name, self.info.name, partition_id)
+        # Files of an open batch may be partial or about to be deleted.
+        self.files = {
+            stem: entries
+            for stem, entries in files.items()
+            if stem not in records or not records[stem].open
+        }
+        self.records = {stem: r for stem, r in records.items() if stem in self.files}
+        self.held = frozenset().union(*(r.partitions for r in self.records.values()))
+        # Files whose batch the index no longer knows (older than its memory)
+        # are taken as acknowledged long ago.
+        self.unknown = any(stem not in records for stem in self.files)
 
     def claims(self, part: PartitionRef) -> bool:
-        return _acked(self.floor, part) and self._stem(part.id) in self.files
+        return _acked(self.floor, part) and (part.id in self.held or self.unknown)
 
     def reader(self, filters: Filters, cache_side: Sequence[PartitionRef]) -> pa.RecordBatchReader:
         import pyarrow as pa
         import pyarrow.dataset as pads
         import pyarrow.fs as pafs
+        import pyarrow.parquet as pq
 
         # Files of a partition not acknowledged yet may be incomplete; those of
         # a partition the cache answers for would double it.
         pending = self.floor.pending if self.floor is not None else frozenset()
-        excluded = {self._stem(p) for p in pending} | {self._stem(p.id) for p in cache_side}
+        elsewhere = pending | {p.id for p in cache_side}
+        excluded = {stem for stem, record in self.records.items() if record.partitions & elsewhere}
         chosen = [
             f
             for stem, entries in sorted(self.files.items())
@@ -234,61 +255,108 @@ class _ParquetView(SinkView):
         self.selected = [path for path, _day, _size in chosen]
         schema = self.info.schema
         columns = list(filters.columns)
+        target = pa.schema([schema.field(c) for c in columns])
         if not chosen:
-            return pa.RecordBatchReader.from_batches(
-                pa.schema([schema.field(c) for c in columns]), iter(())
-            )
+            return pa.RecordBatchReader.from_batches(target, iter(()))
         fs, root = _filesystem(self.source.store)
-        expr = filters.expression(self.info)
+        rows = filters.expression(self.info)
         hive = "date" not in schema.names
         if hive:
             schema = schema.append(pa.field("date", pa.string()))
+        first_day = filters.since.date().isoformat() if filters.since is not None else None
+        last_day = (
+            (filters.until - timedelta(microseconds=1)).date().isoformat()
+            if filters.until is not None
+            else None
+        )
+
+        def day_may_match(day: str) -> bool:
             # Hive pruning: files whose date= cannot match are skipped unopened.
-            if filters.since is not None:
-                first = pads.field("date") >= filters.since.date().isoformat()
-                expr = first if expr is None else first & expr
-            if filters.until is not None:
-                last_day = (filters.until - timedelta(microseconds=1)).date().isoformat()
-                last = pads.field("date") <= last_day
-                expr = last if expr is None else last & expr
-        try:
-            pyfs = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
-            fmt = pads.ParquetFileFormat()
-            # Fragments made from the listing: sizes known, so no extra HEAD per file.
-            fragments = [
-                fmt.make_fragment(
-                    f"{root}/{path}",
-                    filesystem=pyfs,
-                    partition_expression=_day_expression(day) if hive else None,
-                    file_size=size,
-                )
-                for path, day, size in chosen
-            ]
-            dataset = pads.FileSystemDataset(fragments, schema=schema, format=fmt, filesystem=pyfs)
-            # No background reads: the filesystem is Python (fsspec over obstore),
-            # and a reader abandoned early (--limit) would leave arrow threads
-            # calling into Python while the interpreter shuts down (a fatal error).
-            scanner = dataset.scanner(
-                columns=columns,
-                filter=expr,
-                batch_size=65536,
-                use_threads=False,
-                batch_readahead=0,
-                fragment_readahead=0,
-            )
-        except (pa.ArrowException, OSError, HypawareError) as exc:
-            raise SourceUnreadableError(self.part, f"cannot read {self.directory}/: {exc}") from exc
+            from .blob_sink import NULL_DAY
+
+            if day == NULL_DAY:
+                return first_day is None and last_day is None
+            return (first_day is None or day >= first_day) and (last_day is None or day <= last_day)
+
+        read = _needed_columns(self.info.schema, columns, rows)
+        pyfs = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+        fmt = pads.ParquetFileFormat()
 
         def batches() -> Iterator[pa.RecordBatch]:
-            # Not Scanner.to_reader(): it starts the scan holding the GIL, and the
-            # fsspec filesystem's reads need the GIL on arrow's I/O threads (deadlock).
-            # to_batches() starts it with the GIL released.
-            yield from scanner.to_batches()
+            # Every read happens here, on the caller's thread: arrow's scanner
+            # would read ahead on its own threads, through this Python file
+            # system, and a scan abandoned early (--limit) would leave such a
+            # task to finish during interpreter shutdown, which aborts.
+            for path, day, size in chosen:
+                if not day_may_match(day):
+                    continue
+                where = f"{root}/{path}"
+                try:
+                    fragment = fmt.make_fragment(
+                        where,
+                        filesystem=pyfs,
+                        partition_expression=_day_expression(day) if hive else None,
+                        file_size=size,
+                    )
+                    groups = None
+                    if rows is not None:
+                        # Row groups whose statistics may match; reads the footer.
+                        fragment = fragment.subset(filter=rows, schema=schema)
+                        groups = [g.id for g in fragment.row_groups]
+                        if not groups:
+                            continue
+                    with pyfs.open_input_file(where) as handle:
+                        parquet = pq.ParquetFile(handle, metadata=fragment.metadata)
+                        for batch in parquet.iter_batches(
+                            batch_size=65536, row_groups=groups, columns=read, use_threads=False
+                        ):
+                            yield from _filtered(batch, rows, columns, target)
+                except (pa.ArrowException, OSError, HypawareError) as exc:
+                    raise SourceUnreadableError(self.part, f"cannot read {path}: {exc}") from exc
 
-        return pa.RecordBatchReader.from_batches(scanner.projected_schema, batches())
+        return pa.RecordBatchReader.from_batches(target, batches())
 
     def describe(self) -> dict[str, Any]:
         return {"files": list(self.selected)}
+
+
+def _needed_columns(
+    schema: pa.Schema, columns: Sequence[str], expr: pc.Expression | None
+) -> list[str]:
+    """`columns` and every column `expr` refers to, in the schema's order."""
+    wanted = set(columns)
+    if expr is not None:
+        for name in schema.names:
+            if name in wanted:
+                continue
+            # The filter binds to a schema without the column only if it does
+            # not refer to it (pyarrow has no API to list an expression's fields).
+            try:
+                schema.remove(schema.get_field_index(name)).empty_table().filter(expr)
+            except Exception:
+                wanted.add(name)
+    return [n for n in schema.names if n in wanted]
+
+
+def _filtered(
+    batch: pa.RecordBatch, expr: pc.Expression | None, columns: list[str], target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The rows of `batch` matching `expr`, as `target`'s columns; nothing when none match.
+
+    Evaluated on the caller's thread (arrow may use its own threads for the
+    work, but never holds Python objects there).
+    """
+    import pyarrow as pa
+
+    if not batch.num_rows:
+        return
+    if expr is None:
+        yield conform(batch.select(columns), target)
+        return
+    table = pa.Table.from_batches([batch]).filter(expr)
+    for out in table.select(columns).to_batches():
+        if out.num_rows:
+            yield conform(out, target)
 
 
 def _day_expression(day: str) -> pc.Expression:
@@ -464,7 +532,7 @@ def sink_source(name: str, sink: Any) -> ParquetSource | IcebergSource | Generic
     if isinstance(sink, BlobSink):
         ext = sink.encoder.extension
         if ext == "parquet" and isinstance(sink.store, ObstoreBlobStore):
-            return ParquetSource(name, sink.store, ext)
+            return ParquetSource(name, sink.store, ext, sink.index)
         return None
     if isinstance(sink, TableSink):
         if hasattr(sink.table, "load_table"):
@@ -487,7 +555,6 @@ def cache_reader(
     it away); one without is opened now and skipped if the cache dropped it.
     """
     import pyarrow as pa
-    import pyarrow.dataset as pads
 
     from .errors import CacheError
 
@@ -507,7 +574,6 @@ def cache_reader(
                     extra={"dataset": info.name, "partition": part.id},
                 )
                 continue
-        scanner = pads.Scanner.from_batches(reader, columns=list(filters.columns), filter=expr)
-        for batch in scanner.to_batches():
-            if batch.num_rows:
-                yield conform(batch, target)
+        columns = list(filters.columns)
+        for batch in reader:
+            yield from _filtered(batch, expr, columns, target)

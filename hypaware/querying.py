@@ -436,14 +436,17 @@ def _limited(
 ) -> Iterator[pa.RecordBatch]:
     left = limit
     try:
+        if left == 0:
+            return
         for batch in batches:
             if left is not None:
-                if left <= 0:
-                    return
                 if batch.num_rows > left:
                     batch = batch.slice(0, left)
                 left -= batch.num_rows
             yield batch
+            if left == 0:
+                # Stop now: another batch would start reads only to be dropped.
+                return
     finally:
         close = getattr(batches, "close", None)
         if close is not None:
@@ -527,6 +530,10 @@ async def plan_query(
                 "cache", cache_reader(cache_parts, ctx.dataset, filters), allow_partial, plan
             )
         finally:
+            # Closed here, not at garbage collection: a scan dropped at
+            # interpreter exit can abort the process from arrow's threads.
+            if sink_reader is not None:
+                sink_reader.close()
             for _part, reader in cache_parts:
                 if reader is not None:
                     reader.close()

@@ -401,6 +401,7 @@ def build(
 
         table = make(plan.writer, TableFormat, store=store, encoder=encoder)
         return TableSink(plan.name, table)
+    from .batch_index import INDEX_FILE, BatchIndex
     from .blob_sink import BlobSink
 
-    return BlobSink(plan.name, store, encoder)
+    return BlobSink(plan.name, store, encoder, BatchIndex(ctx.state_dir / INDEX_FILE))

@@ -91,7 +91,10 @@ class PartitionRef:
     `seq` orders partitions of one dataset in the order they were sealed and
     is what the export driver's high-water compares against. `id` is stable
     for the life of the partition and unique within its dataset: sinks derive
-    object names and idempotency keys from it.
+    object names and idempotency keys from it. `min_time` and `max_time`,
+    when the cache knows them, bound the partition's non-null times: a blob
+    sink then reads the partition once per UTC day it covers, and without
+    them reads it once more to learn its days.
     """
 
     id: str = attrs.field(validator=_non_empty)

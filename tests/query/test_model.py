@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pyarrow as pa
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from hypaware.blob_sink import BlobSink
 from hypaware.config import SinkSpec
 from hypaware.driver import ExportDriver
+from hypaware.errors import TransientStoreError
 from hypaware.local_cache import LocalCache
 from hypaware.plugins.format_parquet import create as parquet_encoder
 from hypaware.plugins.local_fs import LocalFsConfig
@@ -29,7 +31,7 @@ from hypaware.types import ExportBatch, ExportOptions, ExportResult, RetryPartit
 
 from .helpers import DAY0, INFO, make_rows
 
-MODES = ("ok", "fail", "lose_ack", "half", "crash")
+MODES = ("ok", "fail", "lose_ack", "half", "crash", "outage")
 
 
 class FakeClock:
@@ -44,22 +46,55 @@ class FakeClock:
 
 
 class ScriptedSink(BlobSink):
-    """A real Parquet blob sink whose acknowledgements a test can take away."""
+    """A real Parquet blob sink whose reads and acknowledgements a test can take away."""
 
     mode = "ok"
 
     async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
         if self.mode == "fail":
             return ExportResult.failed(batch, "scripted failure")
+        if self.mode == "half":
+            # The second half of the partitions cannot be read: the sink leaves
+            # them out of its files and sends them back for retry.
+            parts = list(batch.partitions)
+            cut = len(parts) // 2
+            parts[cut:] = [attrs.evolve(p, opener=_unreadable) for p in parts[cut:]]
+            batch = attrs.evolve(batch, partitions=parts)
+        if self.mode == "outage":
+            return await self._export_with_outage(batch, opts)
         result = await super().export_batch(batch, opts)
-        if self.mode == "ok":
+        if self.mode in ("ok", "half"):
             return result
         if self.mode == "crash":
             # Files written, the process dies before the ack: the batch stays in flight.
             raise asyncio.CancelledError
-        keep = result.exported[: len(result.exported) // 2] if self.mode == "half" else ()
-        lost = [RetryPartition(p, "ack lost") for p in result.exported if p not in keep]
-        return ExportResult(exported=keep, retry_partitions=(*result.retry_partitions, *lost))
+        # lose_ack: everything written, no ack reaches the driver; it sends the
+        # partitions again in another batch.
+        lost = [RetryPartition(p, "ack lost") for p in result.exported]
+        return ExportResult(retry_partitions=(*result.retry_partitions, *lost))
+
+    async def _export_with_outage(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
+        """The destination fails after the batch's first object: the batch stays open."""
+        store = self.store
+        put = store.put
+        landed = 0
+
+        async def failing_put(*args: Any, **kwargs: Any) -> Any:
+            nonlocal landed
+            if landed:
+                raise TransientStoreError("scripted: connection reset")
+            landed += 1
+            return await put(*args, **kwargs)
+
+        store.put = failing_put  # type: ignore[method-assign]
+        try:
+            return await super().export_batch(batch, opts)
+        finally:
+            del store.put
+
+
+def _unreadable() -> pa.RecordBatchReader:
+    raise OSError("scripted: segment unreadable")
 
 
 def _matches(row: dict[str, Any], f: dict[str, Any]) -> bool:
