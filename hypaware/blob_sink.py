@@ -555,7 +555,7 @@ class BlobSink:
     async def _stream(
         self, chunks: Iterator[bytes], drained: asyncio.Event
     ) -> AsyncGenerator[bytes, None]:
-        # A hand-off or two ahead: the worker encodes the next chunks while
+        # One hand-off ahead: the worker encodes the next chunks while
         # the store writes these.
         pending = deque(self._submit(_take_chunks, chunks) for _ in range(_READ_AHEAD))
         try:
@@ -621,7 +621,7 @@ def _discard_outcome(future: asyncio.Future[Any]) -> None:
 # wake-up on both sides, and obstore takes a stream of 1 MiB pieces several
 # times slower than one of 2-4 MiB pieces (each is a trip through the loop).
 _HANDOFF_BYTES = 2 * 1024 * 1024
-_READ_AHEAD = 2
+_READ_AHEAD = 1
 
 
 def _take_chunks(chunks: Iterator[bytes]) -> bytes:

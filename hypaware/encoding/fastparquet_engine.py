@@ -136,6 +136,7 @@ class FastparquetFile:
         groups = row_groups(source, max_rows=cfg.row_group_size, max_bytes=cfg.row_group_bytes)
         for group in groups:
             flush(group)
+            del group  # not kept while the next group is gathered
             yield from sink.take()
             if sink.size >= cfg.target_file_size:
                 groups.close()  # the rest goes back to the source for the next file

@@ -76,6 +76,9 @@ class ParquetEncoder:
         try:
             for group in groups:
                 self._write_group(writer, source.schema, group)
+                # Not kept while the next group is gathered: two row groups
+                # alive at once would double the peak.
+                del group
                 yield from sink.take()
                 if sink.size >= cfg.target_file_size:
                     groups.close()  # the rest goes back to the source for the next file
