@@ -152,15 +152,15 @@ class _Feed:
 
     def next_pass(self) -> tuple[list[int | None], list[PartitionRef]] | None:
         """The next pass's day (an empty list: the first row's) and partitions, or None."""
-        unknown = [p for p in self.parts if p.id not in self.seen and self.hints[p.id] is None]
+        unknown = {p.id for p in self.parts if p.id not in self.seen and self.hints[p.id] is None}
         todo = {p.id: self._todo(p) for p in self.parts}
-        days = set().union(*todo.values()) if todo else set()
+        days = set().union(*todo.values())
         if days:
             day = min(days, key=_day_order)
-            parts = [p for p in self.parts if day in todo[p.id] or p in unknown]
+            parts = [p for p in self.parts if day in todo[p.id] or p.id in unknown]
             return [day], parts
         if unknown:
-            return [], unknown
+            return [], [p for p in self.parts if p.id in unknown]
         return None
 
     def _todo(self, part: PartitionRef) -> set[int | None]:
@@ -207,8 +207,9 @@ class _Feed:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        if self.column not in batch.schema.names:
-            raise EncodeError(f"time column {self.column!r} is not in the partition's columns")
+        problem = _time_column_problem(batch.schema, self.column, "partition's")
+        if problem is not None:
+            raise EncodeError(problem)
         col = batch.column(self.column)
         typ = col.type
         if pa.types.is_timestamp(typ):
@@ -219,18 +220,15 @@ class _Feed:
             col = pc.cast(col, pa.date32())
         elif pa.types.is_date64(typ):
             col = pc.cast(col, pa.date32())
-        elif not pa.types.is_date32(typ):
-            raise EncodeError(
-                f"time column {self.column!r} has type {typ}; a timestamp or date is needed"
-            )
         return col.cast(pa.int32())
 
 
-def _time_column_problem(schema: pa.Schema, column: str) -> str | None:
+def _time_column_problem(schema: pa.Schema, column: str, whose: str) -> str | None:
+    """Why rows of `schema` cannot be laid out by day (None if they can)."""
     import pyarrow as pa
 
     if column not in schema.names:
-        return f"time column {column!r} is not in the dataset's columns"
+        return f"time column {column!r} is not in the {whose} columns"
     typ = schema.field(column).type
     if pa.types.is_timestamp(typ) or pa.types.is_date(typ):
         return None
@@ -322,7 +320,7 @@ class BlobSink:
             self._writing.discard(stem)
 
     async def _export_batch(self, batch: ExportBatch, stem: str, dataset_dir: str) -> ExportResult:
-        problem = _time_column_problem(batch.dataset.schema, batch.dataset.time_column)
+        problem = _time_column_problem(batch.dataset.schema, batch.dataset.time_column, "dataset's")
         if problem is not None:
             # No partition of this dataset can be laid out by day, on any retry.
             reason = f"sink {self.name!r}: dataset {batch.dataset.name!r}: {problem}"
@@ -330,7 +328,7 @@ class BlobSink:
         try:
             await self._sweep()
         except StoreError as exc:
-            return self._all_failed(batch, {}, self._store_failure(None, exc))
+            return self._all_failed(batch, {}, self._store_failure(exc))
         # A partition some finished batch already holds was acknowledged
         # before and sent again (its ack was lost): writing it again would
         # double its rows, so it is acknowledged as it is.
@@ -367,7 +365,7 @@ class BlobSink:
                 why = RetryPartition("", f"sink {self.name!r} was closed")
                 return self._all_failed(batch, failed, why, held)
             except StoreError as exc:
-                return self._all_failed(batch, failed, self._store_failure(None, exc), held)
+                return self._all_failed(batch, failed, self._store_failure(exc), held)
         self.index.finish(stem)
         exported = tuple(p.id for p in live) + tuple(held)
         result = ExportResult(
@@ -403,12 +401,12 @@ class BlobSink:
                 )
         return ExportResult(exported=tuple(held), retry_partitions=tuple(retry)).reconcile(batch)
 
-    def _store_failure(self, part: PartitionRef | None, exc: StoreError) -> RetryPartition:
+    def _store_failure(self, exc: StoreError) -> RetryPartition:
+        """The reason every partition of a batch gets when the destination failed."""
         text = str(exc)
         where = "" if self.destination in text else f"{self.destination}: "
         reason = f"sink {self.name!r}: {where}{text}" if where or self.name not in text else text
-        retryable = isinstance(exc, TransientStoreError)
-        return RetryPartition(part.id if part is not None else "", reason, retryable)
+        return RetryPartition("", reason, isinstance(exc, TransientStoreError))
 
     def _partition_failure(self, part: PartitionRef, exc: Exception) -> RetryPartition:
         reason = f"sink {self.name!r}: partition {part.id!r}: {type(exc).__name__}: {exc}"
@@ -557,19 +555,18 @@ class BlobSink:
     ) -> AsyncGenerator[bytes, None]:
         # One hand-off ahead: the worker encodes the next chunks while
         # the store writes these.
-        pending = deque(self._submit(_take_chunks, chunks) for _ in range(_READ_AHEAD))
+        pending = self._submit(_take_chunks, chunks)
         try:
-            while got := await self._await_pull(pending.popleft()):
+            while got := await self._await_pull(pending):
                 if self._closed:
                     raise _SinkClosing
-                pending.append(self._submit(_take_chunks, chunks))
+                pending = self._submit(_take_chunks, chunks)
                 yield got
             drained.set()
         finally:
             # The store may stop early (a failed upload): the read-ahead then
             # finishes on its own and its outcome is dropped on purpose.
-            for future in pending:
-                future.add_done_callback(_discard_outcome)
+            pending.add_done_callback(_discard_outcome)
 
     # --------------------------------------------------------------- threads
 
@@ -621,7 +618,6 @@ def _discard_outcome(future: asyncio.Future[Any]) -> None:
 # wake-up on both sides, and obstore takes a stream of 1 MiB pieces several
 # times slower than one of 2-4 MiB pieces (each is a trip through the loop).
 _HANDOFF_BYTES = 2 * 1024 * 1024
-_READ_AHEAD = 1
 
 
 def _take_chunks(chunks: Iterator[bytes]) -> bytes:
