@@ -27,7 +27,7 @@ import abc
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -82,12 +82,17 @@ class Filters:
             self.until is not None and part.min_time is not None and part.min_time >= self.until
         )
 
+    def day_range(self) -> tuple[date | None, date | None]:
+        """The first and last UTC day of [since, until); None where open-ended."""
+        first = self.since.date() if self.since is not None else None
+        last = (self.until - timedelta(microseconds=1)).date() if self.until is not None else None
+        return first, last
+
     def days(self) -> list[str] | None:
         """The UTC days [since, until) spans, or None when open-ended or long."""
-        if self.since is None or self.until is None:
+        first, last = self.day_range()
+        if first is None or last is None:
             return None
-        first = self.since.date()
-        last = (self.until - timedelta(microseconds=1)).date()
         if last < first:
             return []
         count = (last - first).days + 1
@@ -260,25 +265,19 @@ class _ParquetView(SinkView):
             return pa.RecordBatchReader.from_batches(target, iter(()))
         fs, root = _filesystem(self.source.store)
         rows = filters.expression(self.info)
-        hive = "date" not in schema.names
-        if hive:
-            schema = schema.append(pa.field("date", pa.string()))
-        first_day = filters.since.date().isoformat() if filters.since is not None else None
-        last_day = (
-            (filters.until - timedelta(microseconds=1)).date().isoformat()
-            if filters.until is not None
-            else None
-        )
+        first_day, last_day = filters.day_range()
+
+        from .blob_sink import NULL_DAY
 
         def day_may_match(day: str) -> bool:
             # Hive pruning: files whose date= cannot match are skipped unopened.
-            from .blob_sink import NULL_DAY
-
             if day == NULL_DAY:
                 return first_day is None and last_day is None
-            return (first_day is None or day >= first_day) and (last_day is None or day <= last_day)
+            return (first_day is None or day >= first_day.isoformat()) and (
+                last_day is None or day <= last_day.isoformat()
+            )
 
-        read = _needed_columns(self.info.schema, columns, rows)
+        read = _needed_columns(schema, columns, rows)
         pyfs = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
         fmt = pads.ParquetFileFormat()
 
@@ -292,12 +291,8 @@ class _ParquetView(SinkView):
                     continue
                 where = f"{root}/{path}"
                 try:
-                    fragment = fmt.make_fragment(
-                        where,
-                        filesystem=pyfs,
-                        partition_expression=_day_expression(day) if hive else None,
-                        file_size=size,
-                    )
+                    # Sizes known from the listing: no extra HEAD per file.
+                    fragment = fmt.make_fragment(where, filesystem=pyfs, file_size=size)
                     groups = None
                     if rows is not None:
                         # Row groups whose statistics may match; reads the footer.
@@ -357,16 +352,6 @@ def _filtered(
     for out in table.select(columns).to_batches():
         if out.num_rows:
             yield conform(out, target)
-
-
-def _day_expression(day: str) -> pc.Expression:
-    import pyarrow.dataset as pads
-
-    from .blob_sink import NULL_DAY
-
-    if day == NULL_DAY:
-        return pads.field("date").is_null()
-    return pads.field("date") == day
 
 
 def _filesystem(store: ObstoreBlobStore) -> tuple[Any, str]:
