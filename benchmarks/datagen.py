@@ -163,7 +163,7 @@ def batches(
     if rows <= 0:
         return
     pool = _text_pool(seed)
-    pool_buf = pa.py_buffer(pool)
+    pool_bytes = np.frombuffer(pool, dtype=np.uint8)
     conv_names = [f"conv-{i:05d}" for i in range(conversations)]
     start_us = int(start.timestamp()) * 1_000_000
     span_us = days * SECONDS_PER_DAY * 1_000_000
@@ -180,9 +180,13 @@ def batches(
         offsets = np.empty(n + 1, dtype=np.int32)
         offsets[0] = 0
         np.cumsum(lengths, out=offsets[1:])
-        offsets += text_start
-        # Payloads are windows onto the shared pool: no per-row Python strings.
-        text = pa.StringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), pool_buf)
+        # Payloads are cut from the shared pool (no per-row Python strings)
+        # and copied into Arrow memory, so that each batch owns its bytes as
+        # one read from a cache would: windows onto the pool would make a
+        # batch look far smaller in memory than the rows it carries.
+        text_bytes = pa.allocate_buffer(total)
+        np.frombuffer(text_bytes, dtype=np.uint8)[:] = pool_bytes[text_start : text_start + total]
+        text = pa.StringArray.from_buffers(n, pa.py_buffer(offsets.tobytes()), text_bytes)
         columns = [
             pa.array(np.arange(first_id + k * batch_rows, first_id + k * batch_rows + n)),
             pa.array(ts, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
@@ -196,6 +200,8 @@ def batches(
             text,
         ]
         yield pa.RecordBatch.from_arrays(columns, schema=SCHEMA)
+        # Like a file reader, keep nothing of a batch once it is handed out.
+        del columns, text, text_bytes, ts
 
 
 def table(rows: int, **kwargs: object) -> pa.Table:

@@ -1,7 +1,8 @@
 """Peak memory of exporting one large partition: it must not grow with the partition.
 
 A child process (so nothing else skews its numbers) exports one single-day
-partition of `--rows` rows, generated as a stream by `benchmarks.datagen`,
+partition of `--rows` rows, generated as a stream by `benchmarks.datagen`
+(each batch owns its bytes in Arrow memory, as one read from a cache does),
 through a BlobSink (local-fs + Parquet). A thread samples its resident set
 every few milliseconds: the figure before the export (interpreter, pyarrow,
 the sink, the generator's text pool) and the peak during it. The growth is

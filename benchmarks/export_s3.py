@@ -1,8 +1,9 @@
 """Export to S3 (moto on loopback) as Parquet: hypaware against a plain obstore put.
 
 The plain side is what a script would do without hypaware: encode the same
-table with ``pyarrow.parquet.write_table`` (same compression and row group
-size) into memory, then ``obstore.put`` those bytes into the same bucket.
+table with ``pyarrow.parquet.write_table`` (same compression, row group
+size and dictionary limit) into memory, then ``obstore.put`` those bytes
+into the same bucket.
 hypaware streams each day's file straight from the encoder into the store
 (multipart above 8 MiB), never holding a whole file. Target: ratio <= 1.20.
 
@@ -20,14 +21,13 @@ from pathlib import Path
 
 import obstore
 import pyarrow as pa
-import pyarrow.parquet as pq
 from obstore.store import S3Store
 
 from hypaware import ExportOptions
 from hypaware.testing.peers import run_moto
 
 from . import datagen
-from ._common import COMPRESSION, ROW_GROUP_SIZE, build_sink, day_batch, report, run_repeated, timer
+from ._common import build_sink, day_batch, plain_write_table, report, run_repeated, timer
 
 TARGET = 1.20
 
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         def plain_side() -> None:
             with timer(theirs, theirs_cpu):
                 sink = pa.BufferOutputStream()
-                pq.write_table(tbl, sink, compression=COMPRESSION, row_group_size=ROW_GROUP_SIZE)
+                plain_write_table(tbl, sink)
                 data = sink.getvalue()
                 obstore.put(store, f"plain-{next(runs)}.parquet", data.to_pybytes())
             written["plain_bytes"] = data.size

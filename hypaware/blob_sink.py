@@ -196,6 +196,9 @@ class _Feed:
                         out = batch.filter(pc.equal(keys, day))
                     self.rows[part.id] += out.num_rows
                     yield out
+                    # Not kept while the reader makes the next batch: the
+                    # encoder holds what it still needs.
+                    del batch, out, keys
             finally:
                 reader.close()
             self.seen[part.id] = seen

@@ -25,7 +25,13 @@ __all__ = ["DEFAULT_CHUNK_SIZE", "ObstoreBlobStore", "describe_store_url"]
 # S3 refuses multipart parts under 5 MiB (except the last); 8 MiB keeps the
 # part count of a 1 GiB object near 128 while bounding what one put buffers.
 DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
+MIN_REMOTE_CHUNK_SIZE = 5 * 1024 * 1024
+# A local file or memory takes a part without a request, so a small one only
+# bounds what a put holds (a part is buffered whole before it is written).
+LOCAL_CHUNK_SIZE = 2 * 1024 * 1024
+MIN_CHUNK_SIZE = 1024 * 1024
 DEFAULT_MAX_CONCURRENCY = 8
+_LOCAL_KINDS = frozenset({"LocalStore", "MemoryStore"})
 
 _BytesLike = bytes | bytearray | memoryview
 
@@ -93,7 +99,9 @@ class ObstoreBlobStore:
     - `url`: the root as a URL for messages and docs; derived from the store
       when not given.
     - `chunk_size` / `max_concurrency`: multipart part size and parallel
-      parts. Streams up to `chunk_size` go up in one request.
+      parts. Streams up to `chunk_size` go up in one request. The part size
+      defaults to 8 MiB for remote stores (at least 5 MiB, the S3 minimum)
+      and 2 MiB for local and memory stores (at least 1 MiB).
 
     Writes are whole-or-nothing: a single request, or a multipart upload that
     is completed only after the last part (LocalStore writes a hidden
@@ -108,10 +116,15 @@ class ObstoreBlobStore:
         prefix: str = "",
         label: str = "blob store",
         url: str | None = None,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        chunk_size: int | None = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     ) -> None:
-        if chunk_size < 5 * 1024 * 1024:
+        local = type(store).__name__ in _LOCAL_KINDS
+        if chunk_size is None:
+            chunk_size = LOCAL_CHUNK_SIZE if local else DEFAULT_CHUNK_SIZE
+        elif local and chunk_size < MIN_CHUNK_SIZE:
+            raise ValueError("chunk_size must be at least 1 MiB")
+        elif not local and chunk_size < MIN_REMOTE_CHUNK_SIZE:
             raise ValueError("chunk_size must be at least 5 MiB (the S3 minimum part size)")
         self._store = store
         self._prefix = check_prefix(prefix)
@@ -125,6 +138,11 @@ class ObstoreBlobStore:
         self._closed = False
 
     # ------------------------------------------------------------ read-only views
+
+    @property
+    def chunk_size(self) -> int:
+        """The multipart part size: what one put holds before it writes a part."""
+        return self._chunk_size
 
     @property
     def store(self) -> ObjectStore:

@@ -64,15 +64,25 @@ class BatchSource:
             )
         try:
             return batch.cast(self.schema)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        except (
+            pa.ArrowNotImplementedError,
+            pa.ArrowTypeError,
+            # ArrowInvalid, and pyarrow's own checks (nulls cast to a
+            # non-nullable field) that raise a plain ValueError
+            ValueError,
+        ) as exc:
             differ = [
-                f"{f.name} ({f.type} vs {batch.schema.field(f.name).type})"
+                f"{f.name} ({_described(f)} vs {_described(batch.schema.field(f.name))})"
                 for f in self.schema
-                if not f.type.equals(batch.schema.field(f.name).type)
+                if _described(f) != _described(batch.schema.field(f.name))
             ]
             raise EncodeError(
                 f"batch types cannot be cast to the schema: {', '.join(differ)}: {exc}"
             ) from exc
+
+
+def _described(field: pa.Field) -> str:
+    return str(field.type) if field.nullable else f"{field.type} not null"
 
 
 def row_groups(
@@ -87,20 +97,27 @@ def row_groups(
     group: list[pa.RecordBatch] = []
     rows = nbytes = 0
     while (batch := source.next()) is not None:
-        while batch.num_rows:
-            take = min(batch.num_rows, max_rows - rows)
-            part = batch.slice(0, take) if take < batch.num_rows else batch
-            batch = batch.slice(take)
+        rest: pa.RecordBatch | None = batch
+        del batch
+        while rest is not None:
+            take = min(rest.num_rows, max_rows - rows)
+            if take < rest.num_rows:
+                part, rest = rest.slice(0, take), rest.slice(take)
+            else:
+                # No empty tail slice is kept: it would pin the whole batch's
+                # buffers while the next batch is read.
+                part, rest = rest, None
             group.append(part)
             rows += part.num_rows
             nbytes += part.nbytes
+            del part
             if rows < max_rows and nbytes < max_bytes:
                 continue
             try:
                 yield group
             except GeneratorExit:
-                if batch.num_rows:
-                    source.push_back(batch)
+                if rest is not None:
+                    source.push_back(rest)
                 raise
             group, rows, nbytes = [], 0, 0
     if group:
@@ -119,12 +136,17 @@ class ChunkSink:
     """
 
     CHUNK_BYTES = 1024 * 1024
+    # Pending bytes that trigger `relay`, when one is set.
+    RELAY_BYTES = 2 * 1024 * 1024
 
     def __init__(self) -> None:
         self._pieces: list[bytes] = []
         self._pending = 0
         self.size = 0
         self.closed = False
+        # Set while a writer runs on another thread (see `_relay.relayed`):
+        # called from `write` once enough is pending, to hand it out.
+        self.relay: Callable[[], None] | None = None
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         piece = data if isinstance(data, bytes) else bytes(data)
@@ -133,6 +155,8 @@ class ChunkSink:
             self._pieces.append(piece)
             self._pending += n
             self.size += n
+            if self.relay is not None and self._pending >= self.RELAY_BYTES:
+                self.relay()
         return n
 
     def tell(self) -> int:

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from ..errors import EncodeError
 from ..plugins.format_parquet import ParquetConfig
+from ._relay import relayed
 from ._stream import BatchSource, ChunkSink, files, row_groups
 
 __all__ = ["ParquetConfig", "ParquetEncoder"]
@@ -63,6 +64,7 @@ class ParquetEncoder:
                 compression=cfg.compression,
                 compression_level=cfg.compression_level,
                 use_dictionary=cfg.dictionary,
+                dictionary_pagesize_limit=cfg.dictionary_page_size,
                 write_statistics=cfg.statistics,
             )
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
@@ -75,11 +77,10 @@ class ParquetEncoder:
         groups = row_groups(source, max_rows=cfg.row_group_size, max_bytes=cfg.row_group_bytes)
         try:
             for group in groups:
-                self._write_group(writer, source.schema, group)
+                yield from self._write_group(writer, sink, source.schema, group)
                 # Not kept while the next group is gathered: two row groups
                 # alive at once would double the peak.
                 del group
-                yield from sink.take()
                 if sink.size >= cfg.target_file_size:
                     groups.close()  # the rest goes back to the source for the next file
                     break
@@ -93,11 +94,17 @@ class ParquetEncoder:
 
     @staticmethod
     def _write_group(
-        writer: pq.ParquetWriter, schema: pa.Schema, group: list[pa.RecordBatch]
-    ) -> None:
+        writer: pq.ParquetWriter, sink: ChunkSink, schema: pa.Schema, group: list[pa.RecordBatch]
+    ) -> Iterator[bytes]:
         table = pa.Table.from_batches(group, schema)
         try:
-            writer.write_table(table, row_group_size=table.num_rows)
+            # pyarrow writes a row group in one call; relayed, its pages go
+            # out as they are made instead of piling up until it returns.
+            yield from relayed(
+                sink,
+                lambda: writer.write_table(table, row_group_size=table.num_rows),
+                name="hypaware-parquet-writer",
+            )
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
             raise EncodeError(f"Parquet cannot write these rows: {exc}") from exc
 

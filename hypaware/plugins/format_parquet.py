@@ -42,6 +42,12 @@ class ParquetConfig:
     - `target_file_size` (bytes, default 256 MiB): a file is closed after the
       row group that takes it to this size, and the next rows start a new file.
     - `dictionary` (bool, default true): dictionary-encode columns.
+    - `dictionary_page_size` (bytes, default 512 KiB): how big a column's
+      dictionary may grow in a row group; past it, the rest of that column
+      chunk is written plain. Half of pyarrow's 1 MiB, which 131072 distinct
+      8-byte values (ids, timestamps) fill exactly: at pyarrow's limit such a
+      column keeps a useless dictionary, and its large hash table, for the
+      whole row group.
     - `statistics` (bool, default true): write min/max/null-count statistics,
       which readers use to skip row groups.
     """
@@ -53,6 +59,7 @@ class ParquetConfig:
     row_group_bytes: int = attrs.field(default=128 * MiB, validator=positive)
     target_file_size: int = attrs.field(default=256 * MiB, validator=positive)
     dictionary: bool = True
+    dictionary_page_size: int = attrs.field(default=512 * 1024, validator=positive)
     statistics: bool = True
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -255,3 +256,19 @@ async def test_unusual_but_valid_paths_round_trip_verbatim(
     assert (await store.head(path)).path == path
     await store.delete(path)
     assert await _paths(store) == []
+
+
+def test_part_size_defaults_and_minimums_follow_the_kind_of_store(tmp_path: Path) -> None:
+    from obstore.store import LocalStore, MemoryStore, S3Store
+
+    remote = S3Store("bucket", region="us-east-1", skip_signature=True)
+    # Local and memory stores take a part without a request: small parts
+    # bound what a streamed put holds.
+    assert ObstoreBlobStore(MemoryStore()).chunk_size == 2 * MiB
+    assert ObstoreBlobStore(LocalStore(tmp_path)).chunk_size == 2 * MiB
+    assert ObstoreBlobStore(remote).chunk_size == 8 * MiB
+    assert ObstoreBlobStore(MemoryStore(), chunk_size=MiB).chunk_size == MiB
+    with pytest.raises(ValueError, match="at least 1 MiB"):
+        ObstoreBlobStore(MemoryStore(), chunk_size=MiB - 1)
+    with pytest.raises(ValueError, match="S3 minimum"):
+        ObstoreBlobStore(remote, chunk_size=4 * MiB)
