@@ -28,6 +28,7 @@ from pathlib import Path
 import attrs
 
 from .errors import StateError
+from .state import immediate_transaction
 
 __all__ = ["INDEX_FILE", "KEEP_DAYS", "BatchIndex", "BatchRecord"]
 
@@ -79,7 +80,7 @@ class BatchIndex:
             if path is not None:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")
-            with self._transaction():
+            with immediate_transaction(self._db):
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         self._db.execute(statement)
@@ -94,7 +95,7 @@ class BatchIndex:
     def begin(self, stem: str, dataset: str, batch_id: str, partition_ids: Iterable[str]) -> None:
         """Mark the batch open with these partitions; days touched earlier are kept."""
         now = time.time()
-        with self._errors("record a batch"), self._transaction():
+        with self._errors("record a batch"), immediate_transaction(self._db):
             self._db.execute(
                 "INSERT INTO batches (stem, dataset, batch_id, open, updated_at)"
                 " VALUES (?, ?, ?, 1, ?) ON CONFLICT (stem) DO UPDATE SET open = 1, updated_at = ?",
@@ -117,14 +118,14 @@ class BatchIndex:
 
     def touch(self, stem: str, day_dir: str) -> None:
         """Record that the batch is about to write into `day_dir`."""
-        with self._errors("record a day directory"), self._transaction():
+        with self._errors("record a day directory"), immediate_transaction(self._db):
             self._db.execute(
                 "INSERT OR IGNORE INTO batch_days (stem, day_dir) VALUES (?, ?)", (stem, day_dir)
             )
 
     def drop_partitions(self, stem: str, partition_ids: Iterable[str]) -> None:
         """These partitions are no longer part of the batch's files."""
-        with self._errors("update a batch"), self._transaction():
+        with self._errors("update a batch"), immediate_transaction(self._db):
             self._db.executemany(
                 "DELETE FROM batch_partitions WHERE stem = ? AND partition_id = ?",
                 ((stem, pid) for pid in partition_ids),
@@ -132,14 +133,14 @@ class BatchIndex:
 
     def finish(self, stem: str) -> None:
         """The batch's files are complete and no stale object of it is left."""
-        with self._errors("finish a batch"), self._transaction():
+        with self._errors("finish a batch"), immediate_transaction(self._db):
             self._db.execute(
                 "UPDATE batches SET open = 0, updated_at = ? WHERE stem = ?", (time.time(), stem)
             )
 
     def forget(self, stem: str) -> None:
         """Every object of the batch was deleted."""
-        with self._errors("forget a batch"), self._transaction():
+        with self._errors("forget a batch"), immediate_transaction(self._db):
             for table in ("batches", "batch_days", "batch_partitions"):
                 self._db.execute(
                     f"DELETE FROM {table} WHERE stem = ?",
@@ -167,11 +168,8 @@ class BatchIndex:
     def lookup(self, stems: Collection[str]) -> dict[str, BatchRecord]:
         """The records of those `stems` the index holds, with their partitions."""
         found: dict[str, BatchRecord] = {}
-        wanted = sorted(stems)
         with self._errors("read batches"):
-            for start in range(0, len(wanted), _LOOKUP_CHUNK):
-                chunk = wanted[start : start + _LOOKUP_CHUNK]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in _in_chunks(stems):
                 rows = self._db.execute(
                     f"SELECT stem, dataset, batch_id, open FROM batches WHERE stem IN ({marks})",
                     chunk,
@@ -193,11 +191,8 @@ class BatchIndex:
     ) -> dict[str, str]:
         """Partition id -> batch id, for those of `partition_ids` a finished batch holds."""
         found: dict[str, str] = {}
-        wanted = sorted(partition_ids)
         with self._errors("read batches"):
-            for start in range(0, len(wanted), _LOOKUP_CHUNK):
-                chunk = wanted[start : start + _LOOKUP_CHUNK]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in _in_chunks(partition_ids):
                 rows = self._db.execute(
                     "SELECT bp.partition_id, b.batch_id FROM batch_partitions AS bp"
                     " JOIN batches AS b ON b.stem = bp.stem"
@@ -224,19 +219,17 @@ class BatchIndex:
             except sqlite3.Error as exc:
                 raise StateError(f"blob batch index {self.path}: cannot {what}: {exc}") from exc
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-
     def close(self) -> None:
         """Close the database. A second call is a no-op."""
         with self._lock:
             if not self._closed:
                 self._closed = True
                 self._db.close()
+
+
+def _in_chunks(values: Collection[str]) -> Iterator[tuple[list[str], str]]:
+    """`values` sorted, in slices small enough for one ``IN (...)``, each with its placeholders."""
+    wanted = sorted(values)
+    for start in range(0, len(wanted), _LOOKUP_CHUNK):
+        chunk = wanted[start : start + _LOOKUP_CHUNK]
+        yield chunk, ",".join("?" * len(chunk))

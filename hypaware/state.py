@@ -53,6 +53,18 @@ CREATE TABLE IF NOT EXISTS sinks (
 """
 
 
+@contextlib.contextmanager
+def immediate_transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, locked from its start: committed, or rolled back on any error."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
 @attrs.frozen
 class RespoolEntry:
     """A partition waiting to be sent to a sink again."""
@@ -147,7 +159,7 @@ class ProgressStore:
                     raise sqlite3.DatabaseError(f"integrity check failed: {check}")
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = FULL")
-                with self._transaction():
+                with immediate_transaction(self._db):
                     for statement in _SCHEMA.split(";"):
                         if statement.strip():
                             self._db.execute(statement)
@@ -191,16 +203,6 @@ class ProgressStore:
                 "restore it from a backup, or move it aside to start every sink afresh"
             ) from exc
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
-
     def close(self) -> None:
         """Close the database. A second call is a no-op."""
         if not self._closed:
@@ -223,7 +225,7 @@ class ProgressStore:
         Returns the pair's high-water.
         """
         now = _now()
-        with self._errors("start progress"), self._transaction():
+        with self._errors("start progress"), immediate_transaction(self._db):
             self._db.execute(
                 "INSERT OR IGNORE INTO progress (sink, dataset, high_water, started_at, updated_at)"
                 " VALUES (?, ?, ?, ?, ?)",
@@ -286,7 +288,7 @@ class ProgressStore:
 
     def forget_respooled(self, sink: str, dataset: str, partition_ids: Iterable[str]) -> None:
         """Remove partitions from the respool set (they are gone from the cache)."""
-        with self._errors("update the respool set"), self._transaction():
+        with self._errors("update the respool set"), immediate_transaction(self._db):
             self._db.executemany(
                 "DELETE FROM respool WHERE sink = ? AND dataset = ? AND partition_id = ?",
                 [(sink, dataset, p) for p in partition_ids],
@@ -298,7 +300,7 @@ class ProgressStore:
         self, batch_id: str, sink: str, dataset: str, partitions: Sequence[tuple[str, int]]
     ) -> InFlightBatch:
         """Record a batch and its exact partitions before the sink sees it."""
-        with self._errors("record a batch"), self._transaction():
+        with self._errors("record a batch"), immediate_transaction(self._db):
             self._db.execute(
                 "INSERT INTO batches (batch_id, sink, dataset, attempts, created_at)"
                 " VALUES (?, ?, ?, 0, ?)",
@@ -313,7 +315,7 @@ class ProgressStore:
 
     def attempt(self, batch_id: str) -> int:
         """Count one more hand-over of `batch_id` to its sink; returns the new count."""
-        with self._errors("record a batch attempt"), self._transaction():
+        with self._errors("record a batch attempt"), immediate_transaction(self._db):
             self._db.execute(
                 "UPDATE batches SET attempts = attempts + 1 WHERE batch_id = ?", (batch_id,)
             )
@@ -365,7 +367,7 @@ class ProgressStore:
         retry = list(retry)
         seqs = dict(batch.partitions)
         now = _now()
-        with self._errors("settle a batch"), self._transaction():
+        with self._errors("settle a batch"), immediate_transaction(self._db):
             if batch.partitions:
                 self._db.execute(
                     "INSERT OR IGNORE INTO progress"
@@ -416,7 +418,7 @@ class ProgressStore:
 
     def _touch_sink(self, sink: str, **values: str | None) -> None:
         cols = ", ".join(f"{k} = ?" for k in values)
-        with self._errors("record sink status"), self._transaction():
+        with self._errors("record sink status"), immediate_transaction(self._db):
             self._db.execute(
                 "INSERT INTO sinks (sink) VALUES (?) ON CONFLICT (sink) DO NOTHING", (sink,)
             )
@@ -438,7 +440,7 @@ class ProgressStore:
 
     def claim_slot(self, sink: str, slot: datetime) -> bool:
         """Record that `sink` fires for `slot`; False if it (or a later slot) already fired."""
-        with self._errors("record the schedule"), self._transaction():
+        with self._errors("record the schedule"), immediate_transaction(self._db):
             self._db.execute(
                 "INSERT INTO sinks (sink) VALUES (?) ON CONFLICT (sink) DO NOTHING", (sink,)
             )
