@@ -24,9 +24,9 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from hypaware import build, resolve
-from hypaware.chunking import ChunkIdentity, chunk_batches
+from hypaware.request.chunking import ChunkIdentity, chunk_batches
 from hypaware.plugins.central import CentralWire
-from hypaware.types import DatasetInfo, ExportBatch, ExportOptions, PartitionRef
+from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, PartitionRef
 
 from . import datagen
 
@@ -114,7 +114,7 @@ async def run_sink(url: str, parts: list[PartitionRef], chunk_rows: int) -> floa
 
 
 def prebuild(url: str, parts: list[PartitionRef], chunk_rows: int) -> list[tuple[str, bytes, dict]]:
-    from hypaware.chunking import ChunkLimits
+    from hypaware.request.chunking import ChunkLimits
 
     wire = CentralWire(url, TOKEN, GATEWAY)
     limits = ChunkLimits(max_rows=chunk_rows)

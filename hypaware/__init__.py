@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
-from .errors import (
+from hypaware._version import __version__
+from hypaware.core.errors import (
     AlreadyExistsError,
     CacheError,
     ConfigError,
@@ -30,14 +30,14 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .cache import Cache
-    from .config import CacheConfig, HypawareConfig, SinkSpec, dump_config, load_config
-    from .contracts import BlobStore, Encoder, Flushable, QueryableSink, Sink, TableFormat
-    from .driver import ExportDriver, RunReport, SinkReport
-    from .local_cache import LocalCache
-    from .manifest import PluginManifest
-    from .observe import CountingObserver, ExportObserver
-    from .query_errors import (
+    from hypaware.cache.protocol import Cache
+    from hypaware.core.config import CacheConfig, HypawareConfig, SinkSpec, dump_config, load_config
+    from hypaware.core.contracts import BlobStore, Encoder, Flushable, QueryableSink, Sink, TableFormat
+    from hypaware.export.driver import ExportDriver, RunReport, SinkReport
+    from hypaware.cache.local import LocalCache
+    from hypaware.core.manifest import PluginManifest
+    from hypaware.export.observer import CountingObserver, ExportObserver
+    from hypaware.querying.errors import (
         CacheOnlyWarning,
         NotQueryableError,
         QueryError,
@@ -45,12 +45,12 @@ if TYPE_CHECKING:
         SourceUnreadableError,
         UnknownDatasetError,
     )
-    from .querying import query, query_async
-    from .registry import Registry
-    from .resolver import BuildContext, Component, SinkPlan, build, resolve
-    from .secrets import Secret
-    from .state import ProgressStore
-    from .types import (
+    from hypaware.querying.planner import query, query_async
+    from hypaware.core.registry import Registry
+    from hypaware.core.resolver import BuildContext, Component, SinkPlan, build, resolve
+    from hypaware.core.secrets import Secret
+    from hypaware.export.state import ProgressStore
+    from hypaware.core.types import (
         DatasetInfo,
         ExportBatch,
         ExportOptions,
@@ -61,48 +61,48 @@ if TYPE_CHECKING:
     )
 
 _LAZY: dict[str, str] = {
-    "Cache": "cache",
-    "LocalCache": "local_cache",
-    "ExportDriver": "driver",
-    "RunReport": "driver",
-    "SinkReport": "driver",
-    "CountingObserver": "observe",
-    "ExportObserver": "observe",
-    "ProgressStore": "state",
-    "CacheConfig": "config",
-    "HypawareConfig": "config",
-    "SinkSpec": "config",
-    "dump_config": "config",
-    "load_config": "config",
-    "BlobStore": "contracts",
-    "Encoder": "contracts",
-    "Flushable": "contracts",
-    "QueryableSink": "contracts",
-    "Sink": "contracts",
-    "TableFormat": "contracts",
-    "PluginManifest": "manifest",
-    "query": "querying",
-    "query_async": "querying",
-    "CacheOnlyWarning": "query_errors",
-    "NotQueryableError": "query_errors",
-    "QueryError": "query_errors",
-    "QueryInputError": "query_errors",
-    "SourceUnreadableError": "query_errors",
-    "UnknownDatasetError": "query_errors",
-    "Registry": "registry",
-    "BuildContext": "resolver",
-    "Component": "resolver",
-    "SinkPlan": "resolver",
-    "build": "resolver",
-    "resolve": "resolver",
-    "Secret": "secrets",
-    "DatasetInfo": "types",
-    "ExportBatch": "types",
-    "ExportOptions": "types",
-    "ExportResult": "types",
-    "ObjectMeta": "types",
-    "PartitionRef": "types",
-    "RetryPartition": "types",
+    "Cache": "cache.protocol",
+    "LocalCache": "cache.local",
+    "ExportDriver": "export.driver",
+    "RunReport": "export.driver",
+    "SinkReport": "export.driver",
+    "CountingObserver": "export.observer",
+    "ExportObserver": "export.observer",
+    "ProgressStore": "export.state",
+    "CacheConfig": "core.config",
+    "HypawareConfig": "core.config",
+    "SinkSpec": "core.config",
+    "dump_config": "core.config",
+    "load_config": "core.config",
+    "BlobStore": "core.contracts",
+    "Encoder": "core.contracts",
+    "Flushable": "core.contracts",
+    "QueryableSink": "core.contracts",
+    "Sink": "core.contracts",
+    "TableFormat": "core.contracts",
+    "PluginManifest": "core.manifest",
+    "query": "querying.planner",
+    "query_async": "querying.planner",
+    "CacheOnlyWarning": "querying.errors",
+    "NotQueryableError": "querying.errors",
+    "QueryError": "querying.errors",
+    "QueryInputError": "querying.errors",
+    "SourceUnreadableError": "querying.errors",
+    "UnknownDatasetError": "querying.errors",
+    "Registry": "core.registry",
+    "BuildContext": "core.resolver",
+    "Component": "core.resolver",
+    "SinkPlan": "core.resolver",
+    "build": "core.resolver",
+    "resolve": "core.resolver",
+    "Secret": "core.secrets",
+    "DatasetInfo": "core.types",
+    "ExportBatch": "core.types",
+    "ExportOptions": "core.types",
+    "ExportResult": "core.types",
+    "ObjectMeta": "core.types",
+    "PartitionRef": "core.types",
+    "RetryPartition": "core.types",
 }
 
 __all__ = [

@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .._version import __version__
+from hypaware._version import __version__
 
 __all__ = ["main"]
 

@@ -7,11 +7,11 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from ..config import load_config
-from ..errors import ConfigError, PluginError
-from ..registry import Registry
-from ..resolver import resolve
-from ..schedule import next_fire
+from hypaware.core.config import load_config
+from hypaware.core.errors import ConfigError, PluginError
+from hypaware.core.registry import Registry
+from hypaware.core.resolver import resolve
+from hypaware.core.schedule import next_fire
 
 
 def register(sub: Any) -> None:

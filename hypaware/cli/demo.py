@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import load_config
-from ..demo import DEMO_DATASET, demo_config, seed_demo_cache
-from ..driver import ExportDriver, RunReport
-from ..errors import ConfigError, HypawareError
-from ..local_cache import LocalCache
-from .export import format_bytes
+from hypaware.core.config import load_config
+from hypaware.cli.demo_cache import DEMO_DATASET, demo_config, seed_demo_cache
+from hypaware.export.driver import ExportDriver, RunReport
+from hypaware.core.errors import ConfigError, HypawareError
+from hypaware.cache.local import LocalCache
+from hypaware.cli.export import format_bytes
 
 __all__ = ["register", "run"]
 

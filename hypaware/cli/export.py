@@ -17,10 +17,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from ..config import load_config
-from ..driver import ExportDriver, RunReport, SinkReport
-from ..errors import ConfigError, PluginError, StateError
-from ..observe import CountingObserver, SinkCounters
+from hypaware.core.config import load_config
+from hypaware.export.driver import ExportDriver, RunReport, SinkReport
+from hypaware.core.errors import ConfigError, PluginError, StateError
+from hypaware.export.observer import CountingObserver, SinkCounters
 
 __all__ = ["ProgressDisplay", "format_bytes", "register", "run"]
 

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import PluginError
-from ..registry import Registry
+from hypaware.core.errors import PluginError
+from hypaware.core.registry import Registry
 
 
 def register(sub: Any) -> None:

@@ -14,11 +14,11 @@ import logging
 import sys
 from typing import Any
 
-from ..config import HypawareConfig, load_config
-from ..errors import CacheError, ConfigError, StateError
-from ..local_cache import LocalCache
-from ..state import STATE_FILE, ProgressStore, SinkState
-from .export import print_table
+from hypaware.core.config import HypawareConfig, load_config
+from hypaware.core.errors import CacheError, ConfigError, StateError
+from hypaware.cache.local import LocalCache
+from hypaware.export.state import STATE_FILE, ProgressStore, SinkState
+from hypaware.cli.export import print_table
 
 __all__ = ["collect_status", "register", "run"]
 

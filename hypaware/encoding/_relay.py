@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._stream import ChunkSink
+    from hypaware.encoding._stream import ChunkSink
 
 __all__ = ["relayed"]
 

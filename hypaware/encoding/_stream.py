@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ..errors import EncodeError
+from hypaware.core.errors import EncodeError
 
 if TYPE_CHECKING:
     import pyarrow as pa

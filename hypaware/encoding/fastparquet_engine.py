@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from ..errors import ConfigError, EncodeError
-from ._stream import BatchSource, ChunkSink, row_groups
+from hypaware.core.errors import ConfigError, EncodeError
+from hypaware.encoding._stream import BatchSource, ChunkSink, row_groups
 
 if TYPE_CHECKING:
-    from ..plugins.format_parquet import ParquetConfig
+    from hypaware.plugins.format_parquet import ParquetConfig
 
 __all__ = ["FastparquetFile", "check_available"]
 

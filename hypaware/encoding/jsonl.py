@@ -1,6 +1,6 @@
 """The JSON Lines encoder behind ``@hypaware/format-jsonl``.
 
-Rows become JSON objects through `hypaware.jsonrows` (keys in schema order,
+Rows become JSON objects through `hypaware.encoding.jsonrows` (keys in schema order,
 ISO-8601 UTC timestamps with ``Z``, byte-for-byte deterministic), one per
 line, UTF-8. Batches are serialised `lines_per_chunk` rows at a time and
 compressed as a stream, so memory stays at one chunk whatever the input.
@@ -12,10 +12,10 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
-from ..jsonrows import encode_ndjson
-from ..plugins.format_jsonl import JsonlConfig
-from ._stream import BatchSource, files
+from hypaware.core.errors import ConfigError
+from hypaware.encoding.jsonrows import encode_ndjson
+from hypaware.plugins.format_jsonl import JsonlConfig
+from hypaware.encoding._stream import BatchSource, files
 
 if TYPE_CHECKING:
     import pyarrow as pa

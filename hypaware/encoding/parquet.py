@@ -23,10 +23,10 @@ from collections.abc import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import EncodeError
-from ..plugins.format_parquet import ParquetConfig
-from ._relay import relayed
-from ._stream import BatchSource, ChunkSink, files, row_groups
+from hypaware.core.errors import EncodeError
+from hypaware.plugins.format_parquet import ParquetConfig
+from hypaware.encoding._relay import relayed
+from hypaware.encoding._stream import BatchSource, ChunkSink, files, row_groups
 
 __all__ = ["ParquetConfig", "ParquetEncoder"]
 
@@ -40,7 +40,7 @@ class ParquetEncoder:
     def __init__(self, config: ParquetConfig | None = None) -> None:
         self.config = config or ParquetConfig()
         if self.config.engine == "fastparquet":
-            from .fastparquet_engine import check_available
+            from hypaware.encoding.fastparquet_engine import check_available
 
             check_available()
 
@@ -49,7 +49,7 @@ class ParquetEncoder:
     ) -> Iterator[Iterator[bytes]]:
         source = BatchSource(schema, batches)
         if self.config.engine == "fastparquet":
-            from .fastparquet_engine import FastparquetFile
+            from hypaware.encoding.fastparquet_engine import FastparquetFile
 
             fp = FastparquetFile(schema, self.config)
             return files(source, fp.write)

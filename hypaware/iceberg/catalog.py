@@ -25,12 +25,12 @@ from pyiceberg.exceptions import (
 from pyiceberg.io import PY_IO_IMPL
 from pyiceberg.table import Table
 
-from ..errors import ConfigError, SinkError
-from .fileio import IO_IMPL, TOKEN_PROPERTY
+from hypaware.core.errors import ConfigError, SinkError
+from hypaware.iceberg.fileio import IO_IMPL, TOKEN_PROPERTY
 
 if TYPE_CHECKING:
-    from ..plugins.format_iceberg import CatalogConfig
-    from ..resolver import BuildContext
+    from hypaware.plugins.format_iceberg import CatalogConfig
+    from hypaware.core.resolver import BuildContext
 
 __all__ = [
     "IcebergError",

@@ -20,7 +20,7 @@ import attrs
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..paths import encode_segment
+from hypaware.core.paths import encode_segment
 
 __all__ = [
     "DayRows",

@@ -55,11 +55,11 @@ from pyiceberg.transforms import DayTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import DateType, TimestampType, TimestamptzType
 
-from ..errors import ConfigError, SinkClosedError, StoreError
-from ..store_errors import translate_error
-from ..types import DatasetInfo, ExportBatch, ExportOptions, ExportResult, RetryPartition
-from . import layout
-from .catalog import (
+from hypaware.core.errors import ConfigError, SinkClosedError, StoreError
+from hypaware.blob.errors import translate_error
+from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult, RetryPartition
+from hypaware.iceberg import layout
+from hypaware.iceberg.catalog import (
     IcebergError,
     _brief,
     catalog_properties,
@@ -69,8 +69,8 @@ from .catalog import (
     retrying,
     table_identifier,
 )
-from .fileio import ObstoreInputFile, StoreRoot, register_root, unregister_root
-from .schema import (
+from hypaware.iceberg.fileio import ObstoreInputFile, StoreRoot, register_root, unregister_root
+from hypaware.iceberg.schema import (
     IncompatibleSchemaError,
     conform_batch,
     dataset_schema,
@@ -81,9 +81,9 @@ from .schema import (
 )
 
 if TYPE_CHECKING:
-    from ..contracts import BlobStore, Encoder
-    from ..plugins.format_iceberg import IcebergConfig
-    from ..resolver import BuildContext
+    from hypaware.core.contracts import BlobStore, Encoder
+    from hypaware.plugins.format_iceberg import IcebergConfig
+    from hypaware.core.resolver import BuildContext
 
 __all__ = ["SUMMARY_BATCH_ID", "SUMMARY_DIGEST", "IcebergTableFormat", "row_filter"]
 
@@ -156,7 +156,7 @@ def store_root(store: BlobStore, sink: str) -> StoreRoot:
         raise ConfigError.single(
             f"sinks.{sink}.destination",
             f"@hypaware/format-iceberg needs a destination built on obstore "
-            f"(hypaware.blob_store.ObstoreBlobStore); got {type(store).__name__}",
+            f"(hypaware.blob.store.ObstoreBlobStore); got {type(store).__name__}",
         )
     label = str(getattr(store, "label", f"sink {sink!r}"))
     base = location_url(raw)
@@ -254,7 +254,7 @@ class IcebergTableFormat:
     # -------------------------------------------------------------------- write
 
     async def write_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
-        """Write and commit `batch` (see `hypaware.contracts.TableFormat.write_batch`)."""
+        """Write and commit `batch` (see `hypaware.core.contracts.TableFormat.write_batch`)."""
         if self._closed:
             raise SinkClosedError(f"sink {self.sink!r} is closed")
         return await asyncio.to_thread(self.write_batch_sync, batch)

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..config import FieldValueError
-from ..manifest import QUERYABLE, PluginManifest
-from ..secrets import Secret
-from ._remote import RemoteOptions, construct_store, make_blob_store
+from hypaware.core.config import FieldValueError
+from hypaware.core.manifest import QUERYABLE, PluginManifest
+from hypaware.core.secrets import Secret
+from hypaware.destinations.remote import RemoteOptions, construct_store, make_blob_store
 
 if TYPE_CHECKING:
-    from ..blob_store import ObstoreBlobStore
-    from ..resolver import BuildContext
+    from hypaware.blob.store import ObstoreBlobStore
+    from hypaware.core.resolver import BuildContext
 
 __all__ = ["MANIFEST", "PLUGIN", "AzureConfig", "create"]
 

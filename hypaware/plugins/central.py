@@ -16,16 +16,16 @@ from urllib.parse import quote
 
 import attrs
 
-from ..endpoints import check_endpoint_url
-from ..manifest import HTTP_ENDPOINT, SINK, PluginManifest
-from ..request_config import RequestSinkSettings, reveal_headers
-from ..secrets import Secret
-from ..wire import PermanentRequestError, Reply
+from hypaware.request.endpoints import check_endpoint_url
+from hypaware.core.manifest import HTTP_ENDPOINT, SINK, PluginManifest
+from hypaware.request.settings import RequestSinkSettings, reveal_headers
+from hypaware.core.secrets import Secret
+from hypaware.request.wire import PermanentRequestError, Reply
 
 if TYPE_CHECKING:
-    from ..chunking import Chunk, ChunkIdentity, Framing
-    from ..request_sink import RequestSink
-    from ..resolver import BuildContext
+    from hypaware.request.chunking import Chunk, ChunkIdentity, Framing
+    from hypaware.request.sink import RequestSink
+    from hypaware.core.resolver import BuildContext
 
 __all__ = ["MANIFEST", "CentralConfig", "CentralWire", "build_central"]
 
@@ -138,7 +138,7 @@ class CentralWire:
 
 def build_central(config: CentralConfig, ctx: BuildContext) -> RequestSink:
     """Factory: a `RequestSink` speaking the central protocol."""
-    from ..request_sink import RequestSink
+    from hypaware.request.sink import RequestSink
 
     token = ctx.reveal(config.token, "token") or ""
     extra = reveal_headers(config.headers, ctx, RESERVED)

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
-from ..config import FieldValueError, positive
-from ..errors import ConfigError, PluginError
-from ..manifest import BLOB_STORE, ENCODER, QUERYABLE, PluginManifest
-from ..secrets import Secret
+from hypaware.core.config import FieldValueError, positive
+from hypaware.core.errors import ConfigError, PluginError
+from hypaware.core.manifest import BLOB_STORE, ENCODER, QUERYABLE, PluginManifest
+from hypaware.core.secrets import Secret
 
 if TYPE_CHECKING:
-    from ..contracts import BlobStore, Encoder
-    from ..iceberg.table_format import IcebergTableFormat
-    from ..resolver import BuildContext
+    from hypaware.core.contracts import BlobStore, Encoder
+    from hypaware.iceberg.table_format import IcebergTableFormat
+    from hypaware.core.resolver import BuildContext
 
 __all__ = ["MANIFEST", "CatalogConfig", "IcebergConfig", "create"]
 
@@ -159,7 +159,7 @@ def create(
             f"got {engine!r}",
         )
     try:
-        from ..iceberg.table_format import IcebergTableFormat
+        from hypaware.iceberg.table_format import IcebergTableFormat
     except ImportError as exc:
         raise PluginError(
             f"sink {ctx.sink_name!r}: @hypaware/format-iceberg needs pyiceberg "

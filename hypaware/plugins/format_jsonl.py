@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ..config import positive
-from ..manifest import BLOB_STORE, PluginManifest
+from hypaware.core.config import positive
+from hypaware.core.manifest import BLOB_STORE, PluginManifest
 
 if TYPE_CHECKING:
-    from ..encoding.jsonl import JsonlEncoder
-    from ..resolver import BuildContext
+    from hypaware.encoding.jsonl import JsonlEncoder
+    from hypaware.core.resolver import BuildContext
 
 __all__ = ["MANIFEST", "JsonlConfig", "create"]
 
@@ -46,7 +46,7 @@ class JsonlConfig:
 
 def create(config: JsonlConfig | None, ctx: BuildContext | None = None) -> JsonlEncoder:
     """Factory: the encoder for `config` (defaults when None)."""
-    from ..encoding.jsonl import JsonlEncoder
+    from hypaware.encoding.jsonl import JsonlEncoder
 
     return JsonlEncoder(config or JsonlConfig())
 

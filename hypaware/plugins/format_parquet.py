@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ..config import positive
-from ..manifest import BLOB_STORE, QUERYABLE, PluginManifest
+from hypaware.core.config import positive
+from hypaware.core.manifest import BLOB_STORE, QUERYABLE, PluginManifest
 
 if TYPE_CHECKING:
-    from ..encoding.parquet import ParquetEncoder
-    from ..resolver import BuildContext
+    from hypaware.encoding.parquet import ParquetEncoder
+    from hypaware.core.resolver import BuildContext
 
 __all__ = ["MANIFEST", "ParquetConfig", "create"]
 
@@ -65,7 +65,7 @@ class ParquetConfig:
 
 def create(config: ParquetConfig | None, ctx: BuildContext | None = None) -> ParquetEncoder:
     """Factory: the encoder for `config` (defaults when None)."""
-    from ..encoding.parquet import ParquetEncoder
+    from hypaware.encoding.parquet import ParquetEncoder
 
     return ParquetEncoder(config or ParquetConfig())
 

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..config import FieldValueError
-from ..errors import ConfigError
-from ..manifest import QUERYABLE, PluginManifest
+from hypaware.core.config import FieldValueError
+from hypaware.core.errors import ConfigError
+from hypaware.core.manifest import QUERYABLE, PluginManifest
 
 if TYPE_CHECKING:
-    from ..blob_store import ObstoreBlobStore
-    from ..resolver import BuildContext
+    from hypaware.blob.store import ObstoreBlobStore
+    from hypaware.core.resolver import BuildContext
 
 __all__ = ["MANIFEST", "PLUGIN", "LocalFsConfig", "create"]
 
@@ -57,7 +57,7 @@ def create(config: LocalFsConfig, ctx: BuildContext) -> ObstoreBlobStore:
     """Create the root directory if needed and build the blob store."""
     from obstore.store import LocalStore
 
-    from ..blob_store import ObstoreBlobStore
+    from hypaware.blob.store import ObstoreBlobStore
 
     root = ctx.resolve_path(config.root).resolve()
     try:

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ..manifest import QUERYABLE, PluginManifest
-from ._remote import valid_prefix
+from hypaware.core.manifest import QUERYABLE, PluginManifest
+from hypaware.destinations.remote import valid_prefix
 
 if TYPE_CHECKING:
     from obstore.store import MemoryStore
 
-    from ..blob_store import ObstoreBlobStore
-    from ..resolver import BuildContext
+    from hypaware.blob.store import ObstoreBlobStore
+    from hypaware.core.resolver import BuildContext
 
 __all__ = ["MANIFEST", "PLUGIN", "MemoryConfig", "create", "shared_store"]
 
@@ -57,7 +57,7 @@ def create(config: MemoryConfig, ctx: BuildContext) -> ObstoreBlobStore:
     """Build the blob store (a private or named shared in-memory store)."""
     from obstore.store import MemoryStore
 
-    from ..blob_store import ObstoreBlobStore
+    from hypaware.blob.store import ObstoreBlobStore
 
     store = shared_store(config.name) if config.name else MemoryStore()
     url = f"memory://{config.name}"

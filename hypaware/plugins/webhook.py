@@ -19,16 +19,16 @@ from urllib.parse import quote
 
 import attrs
 
-from ..endpoints import check_endpoint_url
-from ..manifest import HTTP_ENDPOINT, SINK, PluginManifest
-from ..request_config import RequestSinkSettings, check_header_name, reveal_headers
-from ..secrets import Secret
-from ..wire import Reply
+from hypaware.request.endpoints import check_endpoint_url
+from hypaware.core.manifest import HTTP_ENDPOINT, SINK, PluginManifest
+from hypaware.request.settings import RequestSinkSettings, check_header_name, reveal_headers
+from hypaware.core.secrets import Secret
+from hypaware.request.wire import Reply
 
 if TYPE_CHECKING:
-    from ..chunking import Chunk, ChunkIdentity, Framing
-    from ..request_sink import RequestSink
-    from ..resolver import BuildContext
+    from hypaware.request.chunking import Chunk, ChunkIdentity, Framing
+    from hypaware.request.sink import RequestSink
+    from hypaware.core.resolver import BuildContext
 
 __all__ = ["MANIFEST", "WebhookConfig", "WebhookWire", "build_webhook", "sign"]
 
@@ -141,7 +141,7 @@ class WebhookWire:
 
 def build_webhook(config: WebhookConfig, ctx: BuildContext) -> RequestSink:
     """Factory: a `RequestSink` POSTing signed chunks to one URL."""
-    from ..request_sink import RequestSink
+    from hypaware.request.sink import RequestSink
 
     reserved = _FIXED | {config.signature_header.lower(), config.idempotency_header.lower()}
     extra = reveal_headers(config.headers, ctx, reserved)

@@ -34,12 +34,12 @@ from typing import Any, ClassVar, Literal, TypeVar
 import attrs
 import pytest
 
-from ..contracts import BlobStore, Sink
-from ..types import DatasetInfo, ExportBatch
-from .data import sample_batch, sample_dataset, sample_partition
-from .promises import CheckSkipped, ContractViolation, Promise
-from .sink_checks import SINK_CHECKS, SinkHarness
-from .store_checks import STORE_CHECKS, StoreHarness
+from hypaware.core.contracts import BlobStore, Sink
+from hypaware.core.types import DatasetInfo, ExportBatch
+from hypaware.testing.data import sample_batch, sample_dataset, sample_partition
+from hypaware.testing.promises import CheckSkipped, ContractViolation, Promise
+from hypaware.testing.sink_checks import SINK_CHECKS, SinkHarness
+from hypaware.testing.store_checks import STORE_CHECKS, StoreHarness
 
 __all__ = [
     "BlobStoreContract",

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from ..types import DatasetInfo, ExportBatch, PartitionRef
+from hypaware.core.types import DatasetInfo, ExportBatch, PartitionRef
 
 if TYPE_CHECKING:
     import pyarrow as pa

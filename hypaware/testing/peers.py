@@ -28,7 +28,7 @@ from pathlib import Path
 
 import attrs
 
-from .gcs_server import GCSServer, run_gcs_server
+from hypaware.testing.gcs_server import GCSServer, run_gcs_server
 
 __all__ = [
     "AZURITE_ACCOUNT",

@@ -15,9 +15,9 @@ __all__ = ["CheckSkipped", "ContractViolation", "Promise"]
 
 
 class Promise(enum.Enum):
-    """One promise of `hypaware.contracts`; the value is its plain-words statement."""
+    """One promise of `hypaware.core.contracts`; the value is its plain-words statement."""
 
-    SHAPE = "the object must implement the contract's methods (hypaware.contracts)"
+    SHAPE = "the object must implement the contract's methods (hypaware.core.contracts)"
     REPORT_NOT_RAISE = (
         "export_batch must report a failing partition or destination in "
         "ExportResult.retry_partitions, never raise it through the export driver"

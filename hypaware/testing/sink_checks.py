@@ -1,4 +1,4 @@
-"""Conformance checks for `hypaware.contracts.Sink`.
+"""Conformance checks for `hypaware.core.contracts.Sink`.
 
 Each check is a coroutine taking a `SinkHarness` and raising
 `ContractViolation` (naming the broken promise) or `CheckSkipped`. They only
@@ -28,11 +28,11 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ..contracts import Sink
-from ..errors import SinkClosedError
-from ..types import DatasetInfo, ExportBatch, ExportOptions, ExportResult
-from .data import expected_rows, sample_batch, sample_dataset, sample_partition
-from .promises import CheckSkipped, ContractViolation, Promise
+from hypaware.core.contracts import Sink
+from hypaware.core.errors import SinkClosedError
+from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult
+from hypaware.testing.data import expected_rows, sample_batch, sample_dataset, sample_partition
+from hypaware.testing.promises import CheckSkipped, ContractViolation, Promise
 
 __all__ = ["SINK_CHECKS", "SinkCheck", "SinkHarness"]
 

@@ -1,4 +1,4 @@
-"""Conformance checks for `hypaware.contracts.BlobStore`.
+"""Conformance checks for `hypaware.core.contracts.BlobStore`.
 
 Each check is a coroutine taking a `StoreHarness` and raising
 `ContractViolation` (naming the broken promise) or `CheckSkipped`. Checks
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import attrs
 
-from ..contracts import BlobStore
-from ..errors import AlreadyExistsError, NotFoundError, PathError
-from .promises import CheckSkipped, ContractViolation, Promise
+from hypaware.core.contracts import BlobStore
+from hypaware.core.errors import AlreadyExistsError, NotFoundError, PathError
+from hypaware.testing.promises import CheckSkipped, ContractViolation, Promise
 
 __all__ = ["BAD_PATHS", "STORE_CHECKS", "StoreCheck", "StoreHarness"]
 

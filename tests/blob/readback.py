@@ -14,8 +14,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from hypaware.contracts import BlobStore
-from hypaware.paths import encode_segment
+from hypaware.core.contracts import BlobStore
+from hypaware.core.paths import encode_segment
 
 from .data import TIME, utc_day
 

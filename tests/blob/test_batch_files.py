@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hypaware import ExportBatch, ExportOptions, PartitionRef, TransientStoreError
-from hypaware.batch_index import INDEX_FILE, BatchIndex
-from hypaware.blob_sink import BlobSink, batch_stem
+from hypaware.blob.batch_index import INDEX_FILE, BatchIndex
+from hypaware.blob.sink import BlobSink, batch_stem
 from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
 
 from .data import RICH_SCHEMA, TIME, dataset, rich_rows

@@ -25,7 +25,7 @@ from hypaware import (
     TransientStoreError,
     load_config,
 )
-from hypaware.blob_sink import NULL_DAY, BlobSink, batch_stem
+from hypaware.blob.sink import NULL_DAY, BlobSink, batch_stem
 from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
 from hypaware.plugins.memory import shared_store
 
@@ -187,7 +187,7 @@ async def test_day_is_the_utc_day_of_zoned_and_naive_times(tmp_path: Path) -> No
             partitions=[partition(name, "p", lambda rows=rows: [rows], schema=schema)],
         )
         assert (await sink.export_batch(batch, OPTS)).exported == ("p",)
-        (file,) = (tmp_path / "out").glob(f"{hypaware.paths.encode_segment(name)}/*/*.parquet")
+        (file,) = (tmp_path / "out").glob(f"{hypaware.core.paths.encode_segment(name)}/*/*.parquet")
         assert file.parent.name == "date=1999-12-31"
     await sink.close()
 
@@ -201,7 +201,7 @@ async def test_dataset_names_from_data_stay_under_the_root(tmp_path: Path) -> No
     for path in files(tmp_path):
         assert out in path.resolve().parents
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        hypaware.paths.encode_segment(n) for n in ("../../escape", "a/b", ".", "ünï cödé")
+        hypaware.core.paths.encode_segment(n) for n in ("../../escape", "a/b", ".", "ünï cödé")
     )
     await sink.close()
 
@@ -291,7 +291,7 @@ class FaultyStore:
 
 def local_store(tmp_path: Path) -> Any:
     from hypaware.plugins.local_fs import LocalFsConfig, create
-    from hypaware.resolver import BuildContext
+    from hypaware.core.resolver import BuildContext
 
     ctx = BuildContext(sink_name="archive", state_dir=tmp_path / "state", base_dir=tmp_path)
     return create(LocalFsConfig(root=str(tmp_path / "out")), ctx)
@@ -476,7 +476,7 @@ async def test_an_upload_failing_midway_drops_the_read_ahead_cleanly(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # One chunk per hand-off, so the read-ahead is the pull that hits the bad segment.
-    monkeypatch.setattr("hypaware.blob_sink._HANDOFF_BYTES", 1)
+    monkeypatch.setattr("hypaware.blob.sink._HANDOFF_BYTES", 1)
     store = FaultyStore(local_store(tmp_path))
     store.fail_after_chunks = 1
     sink = BlobSink("midway", store, ParquetEncoder(ParquetConfig(row_group_size=8)))

@@ -13,7 +13,7 @@ import zstandard
 
 from hypaware import ConfigError, resolve
 from hypaware.encoding.jsonl import JsonlConfig, JsonlEncoder
-from hypaware.jsonrows import encode_ndjson
+from hypaware.encoding.jsonrows import encode_ndjson
 from hypaware.plugins import format_jsonl
 
 from .data import RICH_SCHEMA, registry, rich_rows

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from obstore.store import MemoryStore
 
 from hypaware import DatasetInfo, ExportBatch, ExportOptions, PartitionRef
-from hypaware.blob_sink import NULL_DAY, BlobSink
-from hypaware.blob_store import ObstoreBlobStore
+from hypaware.blob.sink import NULL_DAY, BlobSink
+from hypaware.blob.store import ObstoreBlobStore
 from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

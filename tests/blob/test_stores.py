@@ -18,8 +18,8 @@ import pytest
 
 import hypaware
 from hypaware import ExportOptions, load_config
-from hypaware.blob_sink import BlobSink
-from hypaware.paths import encode_segment
+from hypaware.blob.sink import BlobSink
+from hypaware.core.paths import encode_segment
 from hypaware.testing.peers import AzuritePeer, GCSServer, S3Peer
 
 from .data import expected_table, registry, rich_batch

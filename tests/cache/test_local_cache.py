@@ -10,9 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from hypaware.cache import Cache, ExportFloor, RetentionAware
-from hypaware.errors import CacheError
-from hypaware.local_cache import LocalCache
+from hypaware.cache.protocol import Cache, ExportFloor, RetentionAware
+from hypaware.core.errors import CacheError
+from hypaware.cache.local import LocalCache
 from tests.driver.helpers import SCHEMA, T0, events_info, make_cache, rows
 
 
@@ -170,7 +170,7 @@ def test_corrupt_segment_is_reported_skipped_and_counted(
     bad = tmp_path / "events" / "sealed" / f"{parts[1].id}.parquet"
     bad.write_bytes(b"garbage, not parquet")
     fresh = LocalCache(tmp_path, fsync=False)
-    with caplog.at_level(logging.WARNING, logger="hypaware.local_cache"):
+    with caplog.at_level(logging.WARNING, logger="hypaware.cache.local"):
         listed = fresh.ready_partitions("events")
         fresh.ready_partitions("events")
     assert [p.id for p in listed] == [p.id for p in parts if p.id != parts[1].id]
@@ -227,7 +227,7 @@ def test_read_only_cache_as_root_is_simulated(
     def refuse(*_args: object, **_kwargs: object) -> int:
         raise PermissionError(13, "Read-only file system")
 
-    monkeypatch.setattr("hypaware.local_cache.os.open", refuse)
+    monkeypatch.setattr("hypaware.cache.local.os.open", refuse)
     with pytest.raises(CacheError, match="cannot write to dataset 'events'"):
         cache.append("events", rows(100, 1))
     monkeypatch.undo()

@@ -11,9 +11,9 @@ import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 import hypaware
-from hypaware.blob_sink import BlobSink
-from hypaware.contracts import BlobStore, Sink
-from hypaware.paths import encode_segment
+from hypaware.blob.sink import BlobSink
+from hypaware.core.contracts import BlobStore, Sink
+from hypaware.core.paths import encode_segment
 
 
 def build_sink(

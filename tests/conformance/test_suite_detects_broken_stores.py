@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from typing import Any
 
-from hypaware.errors import AlreadyExistsError, NotFoundError
-from hypaware.paths import check_list_prefix, check_path
+from hypaware.core.errors import AlreadyExistsError, NotFoundError
+from hypaware.core.paths import check_list_prefix, check_path
 from hypaware.testing.conformance import Promise, StoreHarness, run_store_checks
-from hypaware.types import ObjectMeta
+from hypaware.core.types import ObjectMeta
 
 
 class DictStore:

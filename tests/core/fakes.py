@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 
 from hypaware import ExportBatch, ExportOptions, ExportResult, Registry, Secret
-from hypaware.manifest import (
+from hypaware.core.manifest import (
     BLOB_STORE,
     ENCODER,
     HTTP_ENDPOINT,

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hypaware import ConfigError, Secret, dump_config, load_config
-from hypaware.config import CacheConfig, HypawareConfig, SinkSpec
+from hypaware.core.config import CacheConfig, HypawareConfig, SinkSpec
 
 from .fakes import SPEC_EXAMPLE
 

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hypaware import ConfigError, PluginError, PluginManifest, Registry, build, load_config, resolve
-from hypaware.manifest import BLOB_STORE, ENCODER, HTTP_ENDPOINT, QUERYABLE, SINK, TABLE_FORMAT
-from hypaware.schedule import check_schedule
+from hypaware.core.manifest import BLOB_STORE, ENCODER, HTTP_ENDPOINT, QUERYABLE, SINK, TABLE_FORMAT
+from hypaware.core.schedule import check_schedule
 
 from . import fakes
 from .fakes import SPEC_EXAMPLE, RecordingSink

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from hypaware.config import load_config
-from hypaware.driver import ExportDriver
+from hypaware.core.config import load_config
+from hypaware.export.driver import ExportDriver
 
 
 async def main(path: str) -> int:

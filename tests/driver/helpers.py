@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from hypaware.config import SinkSpec
-from hypaware.local_cache import LocalCache
-from hypaware.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult, RetryPartition
+from hypaware.core.config import SinkSpec
+from hypaware.cache.local import LocalCache
+from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult, RetryPartition
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 

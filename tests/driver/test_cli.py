@@ -12,7 +12,7 @@ import pyarrow.dataset as ds
 import pytest
 
 from hypaware.cli import main
-from hypaware.demo import DEMO_DATASET
+from hypaware.cli.demo_cache import DEMO_DATASET
 
 
 def test_demo_then_export_finds_nothing_new(

@@ -7,8 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from hypaware.driver import ExportDriver
-from hypaware.types import ExportBatch, ExportOptions, ExportResult
+from hypaware.export.driver import ExportDriver
+from hypaware.core.types import ExportBatch, ExportOptions, ExportResult
 from tests.driver.helpers import ScriptedSink, make_cache, spec
 
 
@@ -51,7 +51,7 @@ async def _close_while_blocked(tmp_path: Path, blocked: ScriptedSink, budget: fl
     assert _others() == tasks
     assert set(threading.enumerate()) == threads
     # The interrupted batch stays recorded, to be re-sent with the same id.
-    from hypaware.state import ProgressStore
+    from hypaware.export.state import ProgressStore
 
     store = ProgressStore(tmp_path / "state")
     in_flight = store.in_flight("blocked")

@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from hypaware.state import ProgressStore
+from hypaware.export.state import ProgressStore
 from tests.driver.helpers import all_row_ids, make_cache, rows
 
 ROOT = Path(__file__).resolve().parents[2]

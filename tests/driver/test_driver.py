@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from hypaware.config import load_config
-from hypaware.driver import ExportDriver, group_batches
-from hypaware.errors import ConfigError
-from hypaware.local_cache import LocalCache
-from hypaware.manifest import PluginManifest
-from hypaware.observe import CountingObserver, NullObserver
-from hypaware.registry import Registry
-from hypaware.state import STATE_FILE, ProgressStore
-from hypaware.types import ExportResult, PartitionRef
+from hypaware.core.config import load_config
+from hypaware.export.driver import ExportDriver, group_batches
+from hypaware.core.errors import ConfigError
+from hypaware.cache.local import LocalCache
+from hypaware.core.manifest import PluginManifest
+from hypaware.export.observer import CountingObserver, NullObserver
+from hypaware.core.registry import Registry
+from hypaware.export.state import STATE_FILE, ProgressStore
+from hypaware.core.types import ExportResult, PartitionRef
 from tests.driver import plugins
 from tests.driver.helpers import (
     T0,

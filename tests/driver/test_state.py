@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hypaware.errors import StateError
-from hypaware.state import STATE_FILE, ProgressStore
-from hypaware.types import RetryPartition
+from hypaware.core.errors import StateError
+from hypaware.export.state import STATE_FILE, ProgressStore
+from hypaware.core.types import RetryPartition
 from tests.driver.helpers import T0
 
 

@@ -30,8 +30,8 @@ from hypaware import (
     resolve,
 )
 from hypaware.cli import main
-from hypaware.driver import ExportDriver
-from hypaware.local_cache import LocalCache
+from hypaware.export.driver import ExportDriver
+from hypaware.cache.local import LocalCache
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "acme-sqlite"
 

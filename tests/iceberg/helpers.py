@@ -10,8 +10,8 @@ from typing import Any
 import pyarrow as pa
 
 import hypaware
-from hypaware.table_sink import TableSink
-from hypaware.types import DatasetInfo, ExportBatch, PartitionRef
+from hypaware.blob.table_sink import TableSink
+from hypaware.core.types import DatasetInfo, ExportBatch, PartitionRef
 
 SCHEMA = pa.schema(
     [

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 import hypaware
-from hypaware.errors import ConfigError, PluginError
+from hypaware.core.errors import ConfigError, PluginError
 from hypaware.iceberg.catalog import catalog_properties, describe_catalog, open_catalog
 from hypaware.plugins.format_iceberg import MANIFEST, CatalogConfig, IcebergConfig
-from hypaware.resolver import BuildContext
-from hypaware.secrets import Secret
+from hypaware.core.resolver import BuildContext
+from hypaware.core.secrets import Secret
 
 from .helpers import build_sink, sink_config
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hypaware.errors import SinkClosedError
-from hypaware.types import ExportOptions
+from hypaware.core.errors import SinkClosedError
+from hypaware.core.types import ExportOptions
 
 from .helpers import DATASET, batch, build_sink, partition, rows_for, sink_config
 

@@ -11,7 +11,7 @@ import pytest
 from pyiceberg.exceptions import CommitFailedException
 
 from hypaware.iceberg.table_format import IcebergTableFormat
-from hypaware.types import ExportOptions
+from hypaware.core.types import ExportOptions
 
 from .helpers import DATASET, batch, build_sink, local_path, partition, rows_for, sink_config
 

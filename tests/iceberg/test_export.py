@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from hypaware.types import ExportOptions, PartitionRef
+from hypaware.core.types import ExportOptions, PartitionRef
 
 from .helpers import DATASET, DAY0, batch, build_sink, local_path, partition, rows_for, sink_config
 

@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 import pytest
 from pyiceberg.expressions import EqualTo
 
-from hypaware.types import DatasetInfo, ExportOptions
+from hypaware.core.types import DatasetInfo, ExportOptions
 
 from .helpers import DATASET, DAY0, batch, build_sink, partition, rows_for, sink_config
 

@@ -9,7 +9,7 @@ import pytest
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, StringType
 
-from hypaware.types import DatasetInfo, ExportOptions
+from hypaware.core.types import DatasetInfo, ExportOptions
 
 from .helpers import DATASET, SCHEMA, batch, build_sink, partition, rows_for, sink_config
 

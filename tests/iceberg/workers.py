@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from hypaware.types import ExportOptions
+from hypaware.core.types import ExportOptions
 
 from .helpers import batch, build_sink, partition, rows_for, sink_config
 

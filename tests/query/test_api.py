@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 import hypaware
-from hypaware.querying import CacheOnlyWarning, plan_query, query_async
+from hypaware.querying.planner import CacheOnlyWarning, plan_query, query_async
 from hypaware.testing.peers import free_port
 
 from .helpers import (
@@ -44,10 +44,10 @@ def test_import_stays_light() -> None:
 
 
 def test_public_names() -> None:
-    import hypaware.querying
+    import hypaware.querying.planner
 
     # Importing the module must not shadow the function on the package.
-    assert hypaware.query is hypaware.querying.query
+    assert hypaware.query is hypaware.querying.planner.query
     for name in ("query", "query_async", "QueryError", "QueryInputError", "NotQueryableError"):
         assert name in hypaware.__all__
         assert getattr(hypaware, name) is not None
@@ -180,7 +180,7 @@ def test_bad_input_is_a_clear_typed_error(
 ) -> None:
     cfg = _archive(tmp_path, arch=parquet_sink(tmp_path / "out"), log=jsonl_sink(tmp_path / "l"))
     if kwargs.get("dataset") == "numbers":
-        from hypaware.types import DatasetInfo
+        from hypaware.core.types import DatasetInfo
 
         cache = cache_for(cfg)
         cache.define_dataset(

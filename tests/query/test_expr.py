@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware.query_errors import QueryInputError
-from hypaware.query_expr import parse_time, parse_where
+from hypaware.querying.errors import QueryInputError
+from hypaware.querying.expr import parse_time, parse_where
 
 SCHEMA = pa.schema(
     [

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hypaware.cache import ExportFloor
-from hypaware.querying import acknowledged
-from hypaware.state import ProgressStore
-from hypaware.types import RetryPartition
+from hypaware.cache.protocol import ExportFloor
+from hypaware.querying.planner import acknowledged
+from hypaware.export.state import ProgressStore
+from hypaware.core.types import RetryPartition
 
 
 class WithoutSnapshot:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import hypaware
-import hypaware.query_sources as query_sources
+import hypaware.querying.sources as query_sources
 from hypaware.iceberg.fileio import ObstoreFileIO
 
 from .helpers import DAY0, cache_for, config, export, iceberg_sink, make_rows, parquet_sink

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import hypaware
-from hypaware.driver import ExportDriver
-from hypaware.local_cache import LocalCache
-from hypaware.querying import plan_query
-from hypaware.types import PartitionRef
+from hypaware.export.driver import ExportDriver
+from hypaware.cache.local import LocalCache
+from hypaware.querying.planner import plan_query
+from hypaware.core.types import PartitionRef
 
 from .helpers import cache_for, config, drop_segments, export, ids, make_rows, parquet_sink
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pyarrow as pa
 
-from hypaware.types import DatasetInfo, ExportBatch, PartitionRef
+from hypaware.core.types import DatasetInfo, ExportBatch, PartitionRef
 
 SCHEMA = pa.schema(
     [

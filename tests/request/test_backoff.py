@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware.backoff import (
+from hypaware.request.backoff import (
     DEFAULT_LADDER,
     MAX_RETRY_AFTER,
     AbortableSleep,

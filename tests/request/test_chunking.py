@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware.chunking import (
+from hypaware.request.chunking import (
     ChunkIdentity,
     ChunkLimits,
     ChunkTooLargeError,
@@ -163,7 +163,7 @@ def test_limits_are_checked() -> None:
 _CHILD = textwrap.dedent(
     """
     import hashlib, json, sys
-    from hypaware.chunking import ChunkIdentity, ChunkLimits, chunk_batches
+    from hypaware.request.chunking import ChunkIdentity, ChunkLimits, chunk_batches
     from tests.request.helpers import make_partition
     codec, framing = sys.argv[1], sys.argv[2]
     part = make_partition("p-42", 0, 333, batch_rows=37, text_size=30)

@@ -9,8 +9,8 @@ import pytest
 from hypaware import ConfigError, Registry, build, resolve
 from hypaware.plugins import central, webhook
 from hypaware.plugins.central import CentralConfig
-from hypaware.request_sink import RequestSink
-from hypaware.secrets import Secret
+from hypaware.request.sink import RequestSink
+from hypaware.core.secrets import Secret
 
 REGISTRY = Registry([central.MANIFEST, webhook.MANIFEST])
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware.errors import EncodeError
-from hypaware.jsonrows import batch_to_rows, dumps_row, encode_ndjson, iter_ndjson, iter_row_bytes
+from hypaware.core.errors import EncodeError
+from hypaware.encoding.jsonrows import batch_to_rows, dumps_row, encode_ndjson, iter_ndjson, iter_row_bytes
 
 
 def test_every_documented_type() -> None:

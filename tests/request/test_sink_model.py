@@ -18,12 +18,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from hypaware.backoff import BackoffPolicy
-from hypaware.chunking import ChunkLimits
-from hypaware.errors import SinkClosedError
+from hypaware.request.backoff import BackoffPolicy
+from hypaware.request.chunking import ChunkLimits
+from hypaware.core.errors import SinkClosedError
 from hypaware.plugins.central import CentralWire
-from hypaware.request_sink import RequestSink
-from hypaware.types import ExportOptions
+from hypaware.request.sink import RequestSink
+from hypaware.core.types import ExportOptions
 
 from .helpers import FakeClock, make_export, make_partition
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from hypaware.blob_store import ObstoreBlobStore
-from hypaware.config import structure_config
-from hypaware.errors import Problem
-from hypaware.manifest import PluginManifest
+from hypaware.blob.store import ObstoreBlobStore
+from hypaware.core.config import structure_config
+from hypaware.core.errors import Problem
+from hypaware.core.manifest import PluginManifest
 from hypaware.plugins import azure, gcs, local_fs, memory, s3
-from hypaware.resolver import BuildContext
+from hypaware.core.resolver import BuildContext
 from hypaware.testing.peers import AzuritePeer, GCSServer, S3Peer
 
 STORES = ["memory", "local", "s3", "azure", "gcs"]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from hypaware.blob_store import ObstoreBlobStore
-from hypaware.contracts import BlobStore
-from hypaware.errors import AlreadyExistsError, NotFoundError, PathError, StoreError
+from hypaware.blob.store import ObstoreBlobStore
+from hypaware.core.contracts import BlobStore
+from hypaware.core.errors import AlreadyExistsError, NotFoundError, PathError, StoreError
 
 from .conftest import StoreMaker
 

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from hypaware.blob_store import ObstoreBlobStore
-from hypaware.config import load_config
-from hypaware.contracts import Sink
-from hypaware.errors import ConfigError
-from hypaware.manifest import BLOB_STORE, ENCODER, QUERYABLE, PluginManifest
+from hypaware.blob.store import ObstoreBlobStore
+from hypaware.core.config import load_config
+from hypaware.core.contracts import Sink
+from hypaware.core.errors import ConfigError
+from hypaware.core.manifest import BLOB_STORE, ENCODER, QUERYABLE, PluginManifest
 from hypaware.plugins import azure, gcs, local_fs, memory, s3
-from hypaware.registry import Registry
-from hypaware.resolver import BuildContext, SinkPlan, build, resolve
-from hypaware.secrets import Secret
+from hypaware.core.registry import Registry
+from hypaware.core.resolver import BuildContext, SinkPlan, build, resolve
+from hypaware.core.secrets import Secret
 from hypaware.testing.peers import AzuritePeer, GCSServer, S3Peer
 
 from .conftest import make_ctx
@@ -103,8 +103,8 @@ def test_queryability_comes_from_the_pair() -> None:
 def test_importing_the_plugins_stays_light() -> None:
     code = (
         "import sys, hypaware.plugins.s3, hypaware.plugins.gcs, hypaware.plugins.azure, "
-        "hypaware.plugins.local_fs, hypaware.plugins.memory, hypaware.registry;"
-        "hypaware.registry.Registry.from_entry_points();"
+        "hypaware.plugins.local_fs, hypaware.plugins.memory, hypaware.core.registry;"
+        "hypaware.core.registry.Registry.from_entry_points();"
         "heavy = [m for m in ('obstore', 'pyarrow', 'boto3') if m in sys.modules];"
         "assert not heavy, heavy"
     )

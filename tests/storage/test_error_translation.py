@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from obstore import exceptions as obx
 
-from hypaware.errors import (
+from hypaware.core.errors import (
     AlreadyExistsError,
     NotFoundError,
     PathError,
@@ -13,7 +13,7 @@ from hypaware.errors import (
     StoreError,
     TransientStoreError,
 )
-from hypaware.store_errors import translate_error
+from hypaware.blob.errors import translate_error
 
 LABEL = "sink 'archive' (@hypaware/azure az://acct/c)"
 URL = "https://acct.blob.core.windows.net/c/x?sv=2021&sig=TOPSECRET"

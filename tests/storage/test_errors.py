@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hypaware.blob_store import ObstoreBlobStore
-from hypaware.errors import (
+from hypaware.blob.store import ObstoreBlobStore
+from hypaware.core.errors import (
     NotFoundError,
     PathError,
     PermissionDeniedError,

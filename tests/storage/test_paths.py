@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware.errors import PathError
-from hypaware.paths import (
+from hypaware.core.errors import PathError
+from hypaware.core.paths import (
     MAX_SEGMENT_BYTES,
     check_list_prefix,
     check_path,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hypaware.blob_store import ObstoreBlobStore
+from hypaware.blob.store import ObstoreBlobStore
 from hypaware.plugins import gcs
 from hypaware.testing.peers import GCSServer
 

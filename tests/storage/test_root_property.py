@@ -15,8 +15,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware.errors import PathError, StoreError
-from hypaware.paths import MAX_SEGMENT_BYTES, check_path, encode_segment
+from hypaware.core.errors import PathError, StoreError
+from hypaware.core.paths import MAX_SEGMENT_BYTES, check_path, encode_segment
 from hypaware.plugins.local_fs import LocalFsConfig, create
 
 from .conftest import make_ctx

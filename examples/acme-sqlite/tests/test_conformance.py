@@ -23,7 +23,7 @@ from hypaware import (
     load_config,
     resolve,
 )
-from hypaware.paths import encode_segment
+from hypaware.core.paths import encode_segment
 from hypaware.testing.conformance import SinkContract
 
 

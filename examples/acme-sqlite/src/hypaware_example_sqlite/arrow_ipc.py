@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from hypaware import EncodeError
-from hypaware.resolver import BuildContext
+from hypaware.core.resolver import BuildContext
 
 from .manifests import ArrowIpcConfig
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import attrs
 
-from hypaware.config import FieldValueError, positive
-from hypaware.manifest import BLOB_STORE, PluginManifest
+from hypaware.core.config import FieldValueError, positive
+from hypaware.core.manifest import BLOB_STORE, PluginManifest
 
 __all__ = ["ARROW_IPC", "SQLITE", "ArrowIpcConfig", "SqliteConfig"]
 

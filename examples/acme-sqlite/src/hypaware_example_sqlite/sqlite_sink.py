@@ -36,7 +36,7 @@ from hypaware import (
     RetryPartition,
     SinkClosedError,
 )
-from hypaware.resolver import BuildContext
+from hypaware.core.resolver import BuildContext
 
 from .manifests import SqliteConfig
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import attrs
 
-from hypaware.manifest import PluginManifest
+from hypaware.core.manifest import PluginManifest
 
 
 @attrs.frozen

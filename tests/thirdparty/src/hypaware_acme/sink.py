@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from hypaware import ExportBatch, ExportOptions, ExportResult, RetryPartition, SinkClosedError
-from hypaware.resolver import BuildContext
+from hypaware.core.resolver import BuildContext
 
 from .manifest import RowLogConfig
 

@@ -1,0 +1,235 @@
+"""What each blob-sink batch wrote: a small sqlite database in the sink's state directory.
+
+A `BlobSink` file holds rows of several partitions (every partition of a
+batch with rows on that day), named after the batch. The index is what
+keeps that exactly-once and readable:
+
+- an *open* batch (begun, not finished) may have left whole or partial
+  files behind: the sink deletes them before it writes any other batch, and
+  queries never read them;
+- a *finished* batch lists its partitions, so a query that answers some
+  partition from the cache can leave out the files that hold it too;
+- every day directory a batch touched is recorded *before* the first object
+  goes there, so a later attempt knows where stale objects can be.
+
+Finished records are dropped after `KEEP_DAYS`; a file whose batch is not
+in the index is treated as finished and acknowledged long ago.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+import time
+from collections.abc import Collection, Iterable, Iterator
+from pathlib import Path
+
+import attrs
+
+from hypaware.core.errors import StateError
+from hypaware.export.state import immediate_transaction
+
+__all__ = ["INDEX_FILE", "KEEP_DAYS", "BatchIndex", "BatchRecord"]
+
+INDEX_FILE = "blob-batches.sqlite"
+KEEP_DAYS = 30
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS batches (
+    stem TEXT PRIMARY KEY, dataset TEXT NOT NULL, batch_id TEXT NOT NULL,
+    open INTEGER NOT NULL, updated_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS batch_days (
+    stem TEXT NOT NULL, day_dir TEXT NOT NULL, PRIMARY KEY (stem, day_dir));
+CREATE TABLE IF NOT EXISTS batch_partitions (
+    stem TEXT NOT NULL, partition_id TEXT NOT NULL, PRIMARY KEY (stem, partition_id));
+"""
+_LOOKUP_CHUNK = 500
+
+
+@attrs.frozen
+class BatchRecord:
+    """One batch as the index knows it."""
+
+    stem: str
+    dataset: str
+    batch_id: str
+    open: bool
+    partitions: frozenset[str] = frozenset()
+    day_dirs: frozenset[str] = frozenset()
+
+
+class BatchIndex:
+    """The index at `path` (created if missing), or in memory when `path` is None.
+
+    Safe to share between threads; several processes may read one file while
+    one writes (WAL). Every change is one durable transaction.
+    """
+
+    def __init__(self, path: Path | None, *, busy_timeout: float = 30.0) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._closed = False
+        where = ":memory:" if path is None else str(path)
+        try:
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                where, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            if path is not None:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
+            with immediate_transaction(self._db):
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+        except (sqlite3.Error, OSError) as exc:
+            raise StateError(f"blob batch index {where}: cannot open: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"BatchIndex({str(self.path) if self.path else ':memory:'!r})"
+
+    # ------------------------------------------------------------------ writes
+
+    def begin(self, stem: str, dataset: str, batch_id: str, partition_ids: Iterable[str]) -> None:
+        """Mark the batch open with these partitions; days touched earlier are kept."""
+        now = time.time()
+        with self._errors("record a batch"), immediate_transaction(self._db):
+            self._db.execute(
+                "INSERT INTO batches (stem, dataset, batch_id, open, updated_at)"
+                " VALUES (?, ?, ?, 1, ?) ON CONFLICT (stem) DO UPDATE SET open = 1, updated_at = ?",
+                (stem, dataset, batch_id, now, now),
+            )
+            self._db.execute("DELETE FROM batch_partitions WHERE stem = ?", (stem,))
+            self._db.executemany(
+                "INSERT OR IGNORE INTO batch_partitions (stem, partition_id) VALUES (?, ?)",
+                ((stem, pid) for pid in partition_ids),
+            )
+            # Old finished records: their batches were acknowledged long ago.
+            old = now - KEEP_DAYS * 86_400
+            for table in ("batch_days", "batch_partitions"):
+                self._db.execute(
+                    f"DELETE FROM {table} WHERE stem IN"
+                    " (SELECT stem FROM batches WHERE open = 0 AND updated_at < ?)",
+                    (old,),
+                )
+            self._db.execute("DELETE FROM batches WHERE open = 0 AND updated_at < ?", (old,))
+
+    def touch(self, stem: str, day_dir: str) -> None:
+        """Record that the batch is about to write into `day_dir`."""
+        with self._errors("record a day directory"), immediate_transaction(self._db):
+            self._db.execute(
+                "INSERT OR IGNORE INTO batch_days (stem, day_dir) VALUES (?, ?)", (stem, day_dir)
+            )
+
+    def drop_partitions(self, stem: str, partition_ids: Iterable[str]) -> None:
+        """These partitions are no longer part of the batch's files."""
+        with self._errors("update a batch"), immediate_transaction(self._db):
+            self._db.executemany(
+                "DELETE FROM batch_partitions WHERE stem = ? AND partition_id = ?",
+                ((stem, pid) for pid in partition_ids),
+            )
+
+    def finish(self, stem: str) -> None:
+        """The batch's files are complete and no stale object of it is left."""
+        with self._errors("finish a batch"), immediate_transaction(self._db):
+            self._db.execute(
+                "UPDATE batches SET open = 0, updated_at = ? WHERE stem = ?", (time.time(), stem)
+            )
+
+    def forget(self, stem: str) -> None:
+        """Every object of the batch was deleted."""
+        with self._errors("forget a batch"), immediate_transaction(self._db):
+            for table in ("batches", "batch_days", "batch_partitions"):
+                self._db.execute(
+                    f"DELETE FROM {table} WHERE stem = ?",
+                    (stem,),
+                )
+
+    # ------------------------------------------------------------------- reads
+
+    def open_batches(self) -> list[BatchRecord]:
+        """Batches begun and not finished, with the day directories they touched."""
+        with self._errors("read open batches"):
+            rows = self._db.execute(
+                "SELECT stem, dataset, batch_id FROM batches WHERE open = 1 ORDER BY updated_at"
+            ).fetchall()
+            return [
+                BatchRecord(stem, dataset, batch_id, True, day_dirs=self._days(stem))
+                for stem, dataset, batch_id in rows
+            ]
+
+    def day_dirs(self, stem: str) -> frozenset[str]:
+        """Every day directory the batch has touched in any attempt."""
+        with self._errors("read a batch"):
+            return self._days(stem)
+
+    def lookup(self, stems: Collection[str]) -> dict[str, BatchRecord]:
+        """The records of those `stems` the index holds, with their partitions."""
+        found: dict[str, BatchRecord] = {}
+        with self._errors("read batches"):
+            for chunk, marks in _in_chunks(stems):
+                rows = self._db.execute(
+                    f"SELECT stem, dataset, batch_id, open FROM batches WHERE stem IN ({marks})",
+                    chunk,
+                ).fetchall()
+                parts: dict[str, set[str]] = {}
+                for stem, pid in self._db.execute(
+                    f"SELECT stem, partition_id FROM batch_partitions WHERE stem IN ({marks})",
+                    chunk,
+                ):
+                    parts.setdefault(stem, set()).add(pid)
+                for stem, dataset, batch_id, is_open in rows:
+                    found[stem] = BatchRecord(
+                        stem, dataset, batch_id, bool(is_open), frozenset(parts.get(stem, ()))
+                    )
+        return found
+
+    def finished_holders(
+        self, dataset: str, partition_ids: Collection[str], *, other_than: str
+    ) -> dict[str, str]:
+        """Partition id -> batch id, for those of `partition_ids` a finished batch holds."""
+        found: dict[str, str] = {}
+        with self._errors("read batches"):
+            for chunk, marks in _in_chunks(partition_ids):
+                rows = self._db.execute(
+                    "SELECT bp.partition_id, b.batch_id FROM batch_partitions AS bp"
+                    " JOIN batches AS b ON b.stem = bp.stem"
+                    " WHERE b.open = 0 AND b.dataset = ? AND b.stem != ?"
+                    f" AND bp.partition_id IN ({marks})",
+                    (dataset, other_than, *chunk),
+                )
+                found.update((pid, batch_id) for pid, batch_id in rows)
+        return found
+
+    def _days(self, stem: str) -> frozenset[str]:
+        rows = self._db.execute("SELECT day_dir FROM batch_days WHERE stem = ?", (stem,))
+        return frozenset(d for (d,) in rows)
+
+    # --------------------------------------------------------------- plumbing
+
+    @contextlib.contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        with self._lock:
+            if self._closed:
+                raise StateError(f"blob batch index {self.path} is closed")
+            try:
+                yield
+            except sqlite3.Error as exc:
+                raise StateError(f"blob batch index {self.path}: cannot {what}: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the database. A second call is a no-op."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
+
+
+def _in_chunks(values: Collection[str]) -> Iterator[tuple[list[str], str]]:
+    """`values` sorted, in slices small enough for one ``IN (...)``, each with its placeholders."""
+    wanted = sorted(values)
+    for start in range(0, len(wanted), _LOOKUP_CHUNK):
+        chunk = wanted[start : start + _LOOKUP_CHUNK]
+        yield chunk, ",".join("?" * len(chunk))

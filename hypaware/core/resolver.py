@@ -1,0 +1,407 @@
+"""From a loaded config and a registry to sink plans, and from plans to live sinks.
+
+`resolve` is pure: it reads no file, opens no socket and constructs no
+plugin, so a configuration can be checked anywhere. `build` is where plugins
+are imported and constructed and secrets are read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from hypaware.core.config import SINK_SETTING_KEYS, HypawareConfig, SinkSpec, load_config, structure_config
+from hypaware.core.errors import ConfigError, HypawareError, PluginError, Problem
+from hypaware.core.manifest import (
+    ENCODER,
+    QUERYABLE,
+    SINK,
+    TABLE_FORMAT,
+    PluginManifest,
+)
+from hypaware.core.registry import Registry, did_you_mean
+from hypaware.core.secrets import Secret
+
+__all__ = ["BuildContext", "Component", "SinkPlan", "build", "resolve"]
+
+
+@attrs.frozen
+class Component:
+    """A resolved plugin and its structured config (None if it takes none)."""
+
+    manifest: PluginManifest
+    config: Any = None
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+
+@attrs.frozen
+class SinkPlan:
+    """Everything needed to build one sink, checked but not yet constructed.
+
+    For a blob sink `writer` and `destination` are set, and `encoder` is the
+    encoder that writes its files (the writer itself, or the one resolved for
+    a table format). For a request sink only `plugin` is set.
+    """
+
+    spec: SinkSpec
+    shape: Literal["blob", "request"]
+    queryable: bool
+    writer: Component | None = None
+    destination: Component | None = None
+    encoder: Component | None = None
+    plugin: Component | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def schedule(self) -> str:
+        return self.spec.schedule
+
+    @property
+    def components(self) -> tuple[Component, ...]:
+        parts = (self.writer, self.destination, self.plugin)
+        extra = (self.encoder,) if self.encoder is not None and self.encoder != self.writer else ()
+        return tuple(c for c in (*parts, *extra) if c is not None)
+
+    def describe(self) -> str:
+        """The plugins in one phrase, e.g. ``@hypaware/format-parquet on @hypaware/local-fs``."""
+        if self.plugin is not None:
+            return self.plugin.name
+        assert self.writer is not None
+        assert self.destination is not None
+        text = f"{self.writer.name} on {self.destination.name}"
+        if self.encoder is not None and self.encoder.manifest is not self.writer.manifest:
+            text += f" (encoder {self.encoder.name})"
+        return text
+
+
+def resolve(
+    config: HypawareConfig | Mapping[str, Any], registry: Registry | None = None
+) -> tuple[SinkPlan, ...]:
+    """Check every sink against the plugins in `registry` and return their plans.
+
+    Pure: no I/O and no plugin constructed (with ``registry=None`` the
+    default registry is loaded from entry points first; pass one to stay
+    pure). Raises one `ConfigError` listing every problem: unknown plugins
+    (with a did-you-mean), a writer whose requirements its destination does
+    not provide, a table format with no acceptable encoder, unknown or
+    mistyped plugin config keys.
+    """
+    if not isinstance(config, HypawareConfig):
+        config = load_config(config)
+    if registry is None:
+        registry = Registry.from_entry_points()
+    problems: list[Problem] = []
+    plans = []
+    for spec in config.sinks:
+        plan = _resolve_sink(spec, registry, problems)
+        if plan is not None:
+            plans.append(plan)
+    if problems:
+        raise ConfigError(problems)
+    return tuple(plans)
+
+
+def _lookup(
+    registry: Registry, name: str, path: str, problems: list[Problem]
+) -> PluginManifest | None:
+    manifest = registry.get(name)
+    if manifest is None:
+        problems.append(Problem(path, f"unknown plugin {name!r}{did_you_mean(name, registry)}"))
+    return manifest
+
+
+def _caps(manifest: PluginManifest) -> str:
+    return ", ".join(sorted(manifest.provides)) or "nothing"
+
+
+def _resolve_sink(spec: SinkSpec, registry: Registry, problems: list[Problem]) -> SinkPlan | None:
+    path = f"sinks.{spec.name}"
+    label = f"sink {spec.name!r}"
+    before = len(problems)
+
+    if spec.shape == "request":
+        assert spec.plugin is not None
+        plugin = _lookup(registry, spec.plugin, f"{path}.plugin", problems)
+        if plugin is None:
+            return None
+        if SINK not in plugin.provides:
+            problems.append(
+                Problem(
+                    f"{path}.plugin",
+                    f"{label}: plugin {plugin.name} is a {plugin.kind} (provides {_caps(plugin)}), "
+                    f"not a request sink ({SINK}); a {plugin.kind} belongs in a blob sink's "
+                    "'writer' + 'destination' pair",
+                )
+            )
+            return None
+        configs = _structure_components(spec, [plugin], path, problems)
+        if configs is None or len(problems) > before:
+            return None
+        return SinkPlan(
+            spec=spec,
+            shape="request",
+            queryable=plugin.queryable,
+            plugin=Component(plugin, configs[0]),
+        )
+
+    assert spec.writer is not None
+    assert spec.destination is not None
+    writer = _lookup(registry, spec.writer, f"{path}.writer", problems)
+    destination = _lookup(registry, spec.destination, f"{path}.destination", problems)
+    explicit_encoder = (
+        _lookup(registry, spec.encoder, f"{path}.encoder", problems) if spec.encoder else None
+    )
+    if writer is None or destination is None or len(problems) > before:
+        return None
+
+    if not writer.provides & {ENCODER, TABLE_FORMAT}:
+        problems.append(
+            Problem(
+                f"{path}.writer",
+                f"{label}: writer {writer.name} is a {writer.kind} (provides {_caps(writer)}); "
+                f"a writer must provide {ENCODER} or {TABLE_FORMAT}",
+            )
+        )
+        return None
+
+    encoder: PluginManifest | None = writer if ENCODER in writer.provides else None
+    if ENCODER in writer.requires:
+        encoder = _choose_encoder(spec, writer, explicit_encoder, registry, path, problems)
+    elif explicit_encoder is not None:
+        problems.append(
+            Problem(
+                f"{path}.encoder",
+                f"{label}: writer {writer.name} does not take an encoder (only table formats do)",
+            )
+        )
+
+    available = set(destination.provides)
+    if encoder is not None and encoder is not writer:
+        available |= encoder.provides
+    for part, role in ((writer, "writer"), (encoder, "encoder")):
+        if part is None or (role == "encoder" and part is writer):
+            continue
+        for cap in sorted(part.requires - available):
+            problems.append(
+                Problem(
+                    path,
+                    f"{label}: {role} {part.name} requires {cap}; "
+                    f"destination {destination.name} provides {_caps(destination)}",
+                )
+            )
+    if len(problems) > before or encoder is None:
+        return None
+
+    parts = [writer, destination] + ([encoder] if encoder is not writer else [])
+    configs = _structure_components(spec, parts, path, problems)
+    if configs is None:
+        return None
+    writer_c = Component(writer, configs[0])
+    encoder_c = writer_c if encoder is writer else Component(encoder, configs[2])
+    return SinkPlan(
+        spec=spec,
+        shape="blob",
+        queryable=all(QUERYABLE in p.supports for p in parts),
+        writer=writer_c,
+        destination=Component(destination, configs[1]),
+        encoder=encoder_c,
+    )
+
+
+def _choose_encoder(
+    spec: SinkSpec,
+    writer: PluginManifest,
+    explicit: PluginManifest | None,
+    registry: Registry,
+    path: str,
+    problems: list[Problem],
+) -> PluginManifest | None:
+    label = f"sink {spec.name!r}"
+    accepted = writer.encoders
+    if explicit is not None:
+        if ENCODER not in explicit.provides:
+            problems.append(
+                Problem(
+                    f"{path}.encoder",
+                    f"{label}: {explicit.name} is not an encoder (provides {_caps(explicit)})",
+                )
+            )
+            return None
+        if accepted and explicit.name not in accepted:
+            problems.append(
+                Problem(
+                    f"{path}.encoder",
+                    f"{label}: writer {writer.name} cannot write with encoder {explicit.name}; "
+                    f"it accepts {', '.join(accepted)}",
+                )
+            )
+            return None
+        return explicit
+    for name in accepted:
+        if name in registry:
+            return registry[name]
+    if accepted:
+        wanted = ", ".join(accepted)
+        problems.append(
+            Problem(
+                path,
+                f"{label}: writer {writer.name} requires {ENCODER}; none of the encoders it "
+                f"accepts ({wanted}) is installed",
+            )
+        )
+        return None
+    candidates = sorted(n for n, m in registry.items() if ENCODER in m.provides)
+    if len(candidates) == 1:
+        return registry[candidates[0]]
+    problems.append(
+        Problem(
+            f"{path}.encoder",
+            f"{label}: writer {writer.name} requires {ENCODER}; name one with 'encoder' "
+            f"(installed: {', '.join(candidates) or 'none'})",
+        )
+    )
+    return None
+
+
+def _field_names(manifest: PluginManifest) -> list[str]:
+    if manifest.config_class is None:
+        return []
+    return [a.alias for a in attrs.fields(manifest.config_class)]
+
+
+def _structure_components(
+    spec: SinkSpec, parts: Iterable[PluginManifest], path: str, problems: list[Problem]
+) -> list[Any] | None:
+    """Route each config key to every part that declares it, then structure each part."""
+    parts = list(parts)
+    known: set[str] = set()
+    for part in parts:
+        known.update(_field_names(part))
+    before = len(problems)
+    for key in spec.config:
+        if key not in known:
+            choices = sorted(known | set(SINK_SETTING_KEYS))
+            owners = " or ".join(p.name for p in parts)
+            problems.append(
+                Problem(
+                    f"{path}.config.{key}",
+                    f"unknown key for {owners}{did_you_mean(str(key), choices)}",
+                )
+            )
+    if len(problems) > before:
+        return None
+    configs: list[Any] = []
+    for part in parts:
+        if part.config_class is None:
+            configs.append(None)
+            continue
+        names = set(_field_names(part))
+        subset = {k: v for k, v in spec.config.items() if k in names}
+        configs.append(structure_config(part.config_class, subset, f"{path}.config", problems))
+    return None if len(problems) > before else configs
+
+
+# -------------------------------------------------------------------- build
+
+
+@attrs.frozen
+class BuildContext:
+    """What a plugin factory gets besides its own config.
+
+    - `sink_name`: the sink being built (for messages and deterministic names).
+    - `state_dir`: a directory the plugin may keep durable state in (e.g. an
+      embedded catalog); created on first use by the plugin.
+    - `base_dir`: where relative paths in config are taken from.
+    - `env`: the environment `${NAME}` secrets are read from.
+    """
+
+    sink_name: str
+    state_dir: Path
+    base_dir: Path
+    env: Mapping[str, str] = attrs.field(repr=False, factory=lambda: dict(os.environ))
+
+    def reveal(self, secret: Secret | str | None, field: str) -> str | None:
+        """The text of a secret config field; `ConfigError` naming the field if unset."""
+        if secret is None or isinstance(secret, str):
+            return secret
+        return secret.reveal(self.env, path=f"sinks.{self.sink_name}.config.{field}")
+
+    def resolve_path(self, path: str) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else self.base_dir / p
+
+
+def build(
+    plan: SinkPlan,
+    *,
+    config: HypawareConfig | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Any:
+    """Construct the live sink for `plan`.
+
+    Imports the plugins' factories, reads secrets from `env` (default:
+    ``os.environ``), and for a blob sink composes destination and writer.
+    Raises `ConfigError` (a missing secret) or `PluginError` naming the sink
+    and plugin when a factory fails or returns something that is not what its
+    kind promises. Returns a `hypaware.core.contracts.Sink`.
+    """
+    from hypaware.core.contracts import BlobStore, Encoder, Sink, TableFormat
+
+    base = Path(config.base_dir) if config is not None and config.base_dir else Path.cwd()
+    state = config.state_path if config is not None else base / ".hypaware"
+    ctx = BuildContext(
+        sink_name=plan.name,
+        state_dir=state / "sinks" / plan.name,
+        base_dir=base,
+        env=dict(os.environ) if env is None else dict(env),
+    )
+
+    def make(component: Component, expected: type, *args: Any, **kwargs: Any) -> Any:
+        factory = component.manifest.load_factory()
+        try:
+            obj = factory(component.config, ctx, *args, **kwargs)
+        except ConfigError:
+            raise
+        except HypawareError as exc:
+            raise PluginError(
+                f"sink {plan.name!r}: plugin {component.name} failed to build: {exc}"
+            ) from exc
+        except Exception as exc:
+            raise PluginError(
+                f"sink {plan.name!r}: plugin {component.name} failed to build: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(obj, expected):
+            raise PluginError(
+                f"sink {plan.name!r}: factory of plugin {component.name} returned a "
+                f"{type(obj).__name__}, which is not a {expected.__name__}"
+            )
+        return obj
+
+    if plan.plugin is not None:
+        return make(plan.plugin, Sink)
+
+    assert plan.writer is not None
+    assert plan.destination is not None
+    assert plan.encoder is not None
+    store = make(plan.destination, BlobStore)
+    encoder = make(plan.encoder, Encoder)
+    if TABLE_FORMAT in plan.writer.manifest.provides:
+        from hypaware.blob.table_sink import TableSink
+
+        table = make(plan.writer, TableFormat, store=store, encoder=encoder)
+        return TableSink(plan.name, table)
+    from hypaware.blob.batch_index import INDEX_FILE, BatchIndex
+    from hypaware.blob.sink import BlobSink
+
+    return BlobSink(plan.name, store, encoder, BatchIndex(ctx.state_dir / INDEX_FILE))

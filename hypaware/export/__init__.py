@@ -1,0 +1,1 @@
+"""The export driver: turning plans into live sinks, scheduled passes, durable progress and observers."""

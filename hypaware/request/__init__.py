@@ -1,0 +1,1 @@
+"""Request sinks: chunking, the wire protocols, the retry ladder and the HTTP sink that sends chunks."""

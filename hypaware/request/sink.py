@@ -1,0 +1,384 @@
+"""The machinery shared by request sinks (`@hypaware/central`, `@hypaware/webhook`).
+
+A `RequestSink` streams each partition of an `ExportBatch` into bounded,
+deterministic chunks (`hypaware.request.chunking`) and POSTs them one at a time
+through one httpx client, following `hypaware.request.backoff`:
+
+- 429 and 503 are backpressure: the same chunk (same bytes, same id) is
+  retried in place after a wait that honours a positive ``Retry-After``
+  and otherwise climbs the ladder.
+- Connection errors, timeouts, 408, 425 and the other 5xx are retried on
+  the ladder (their ``Retry-After`` is not consulted).
+- 413 and other 4xx, redirects, TLS failures and malformed acknowledgements
+  are permanent for the partition: it comes back in ``retry_partitions``
+  with ``retryable=False`` and a message saying what to change; it is never
+  dropped.
+- A chunk whose next wait would pass the inline budget stops the partition,
+  which comes back in ``retry_partitions`` (``retryable=True``); the rest of
+  the batch is not tried, since the endpoint is asking us to slow down.
+
+`close()` aborts a parked wait or an in-flight request at once and closes
+the client. Secrets given to the sink are scrubbed from every message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+import attrs
+
+from hypaware.request.backoff import (
+    AbortableSleep,
+    BackoffPolicy,
+    Backpressure,
+    BudgetExceededError,
+    Clock,
+    Sleep,
+    WaitAbortedError,
+    retry_call,
+)
+from hypaware.request.chunking import Chunk, ChunkIdentity, ChunkLimits, chunk_batches, compress
+from hypaware.request.endpoints import safe_url
+from hypaware.core.errors import ConfigError, EncodeError, HypawareError, SinkClosedError
+from hypaware.core.types import ExportBatch, ExportOptions, ExportResult, PartitionRef, RetryPartition
+from hypaware.request.wire import PermanentRequestError, Reply, Wire, server_message
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["RequestSink", "Timeouts"]
+
+log = logging.getLogger("hypaware.sinks.request")
+
+_MAX_REPLY = 64 * 1024
+_LADDER_STATUSES = frozenset({408, 425, 500, 502, 504})
+_BACKPRESSURE_STATUSES = frozenset({429, 503})
+_CLOSE_GRACE = 2.0
+
+
+@attrs.frozen
+class Timeouts:
+    """Seconds to wait for a connection and for each read or write on it."""
+
+    connect: float = 10.0
+    read: float = 60.0
+
+
+class RequestSink:
+    """A `hypaware.core.contracts.Sink` that POSTs chunks of rows through a `Wire`.
+
+    `transport`, `sleep` and `clock` are for tests (an ``httpx.MockTransport``,
+    a fake-clock sleep, a fake epoch clock for HTTP-dates).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        wire: Wire,
+        *,
+        gateway: str,
+        limits: ChunkLimits | None = None,
+        codec: str = "none",
+        policy: BackoffPolicy | None = None,
+        timeouts: Timeouts | None = None,
+        secrets: Iterable[str] = (),
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep = asyncio.sleep,
+        clock: Clock = time.time,
+    ) -> None:
+        import httpx
+
+        from hypaware._version import __version__
+
+        self.name = name
+        self.wire = wire
+        self.gateway = gateway
+        self.limits = limits or ChunkLimits()
+        compress(b"", codec)  # an unknown codec or a missing zstandard fails here, not mid-export
+        self.codec = codec
+        self.policy = policy or BackoffPolicy()
+        t = timeouts or Timeouts()
+        # Very short values would mangle messages more than they could reveal.
+        self._secrets = tuple(sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True))
+        self._clock = clock
+        self._abort = AbortableSleep(sleep)
+        self._closed = False
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        # Redirects are never followed: a 3xx could carry the credentials to another host.
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(connect=t.connect, read=t.read, write=t.read, pool=t.connect),
+            follow_redirects=False,
+            transport=transport,
+            headers={"User-Agent": f"hypaware/{__version__}"},
+            # HTTPS_PROXY / NO_PROXY / SSL_CERT_FILE from the environment apply, as for curl.
+            trust_env=True,
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.wire.plugin}, gateway={self.gateway!r})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ------------------------------------------------------------- lifecycle
+
+    async def close(self) -> None:
+        """Abort any wait or request in flight, let exports report, close the client."""
+        if self._closed:
+            return
+        self._closed = True
+        self._abort.abort()
+        if self._active:
+            try:
+                await asyncio.wait_for(self._idle.wait(), _CLOSE_GRACE)
+            except TimeoutError:
+                log.warning("sink %r: an export did not stop within %ss", self.name, _CLOSE_GRACE)
+        await self._client.aclose()
+
+    # --------------------------------------------------------------- export
+
+    async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
+        """POST every partition of `batch`; see the module docstring for what comes back."""
+        if self._closed:
+            raise SinkClosedError(f"sink {self.name!r} is closed")
+        self._active += 1
+        self._idle.clear()
+        try:
+            return await self._export(batch, opts)
+        finally:
+            self._active -= 1
+            if not self._active:
+                self._idle.set()
+
+    async def _export(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
+        loop = asyncio.get_running_loop()
+        deadline = None if opts.timeout is None else loop.time() + opts.timeout
+        exported: list[str] = []
+        retry: list[RetryPartition] = []
+        rows = size = 0
+        stop_reason: str | None = None
+        for part in batch.partitions:
+            if stop_reason is not None:
+                retry.append(RetryPartition(part.id, stop_reason))
+                continue
+            try:
+                n, b = await self._export_partition(batch, part, deadline)
+            except WaitAbortedError:
+                stop_reason = f"sink {self.name!r} closed before this partition was delivered"
+                retry.append(RetryPartition(part.id, stop_reason))
+            except BudgetExceededError as exc:
+                reason = self._scrub(f"partition {part.id}: {exc}")
+                log.warning("sink %r: %s; handing it back for a later tick", self.name, reason)
+                retry.append(RetryPartition(part.id, reason))
+                stop_reason = (
+                    f"not tried: endpoint {safe_url(self.wire.url(batch.dataset.name))} "
+                    "is applying backpressure"
+                )
+            except (PermanentRequestError, EncodeError, ConfigError) as exc:
+                reason = self._scrub(f"partition {part.id}: {exc}")
+                log.error("sink %r: %s", self.name, reason)
+                retry.append(RetryPartition(part.id, reason, retryable=False))
+            except (HypawareError, OSError) as exc:
+                reason = self._scrub(f"partition {part.id}: {exc}")
+                log.error("sink %r: %s", self.name, reason)
+                retry.append(RetryPartition(part.id, reason))
+            except Exception as exc:
+                # The contract: report, never raise through the driver.
+                reason = self._scrub(f"partition {part.id}: unexpected {_describe(exc)}")
+                log.error("sink %r: %s", self.name, reason, exc_info=True)
+                retry.append(RetryPartition(part.id, reason))
+            else:
+                exported.append(part.id)
+                rows += n
+                size += b
+        return ExportResult(
+            exported=exported, retry_partitions=retry, rows_written=rows, bytes_written=size
+        )
+
+    async def _export_partition(
+        self, batch: ExportBatch, part: PartitionRef, deadline: float | None
+    ) -> tuple[int, int]:
+        identity = ChunkIdentity(self.gateway, batch.sink, batch.dataset.name, part.id)
+        url = self.wire.url(batch.dataset.name)
+        rows = size = 0
+        reader = await asyncio.to_thread(part.open)
+        chunks: Iterator[Chunk] = chunk_batches(
+            reader, identity, self.limits, codec=self.codec, framing=self.wire.framing
+        )
+        # Encoding is CPU work in a worker thread: the next chunk is encoded while
+        # the current one is on the wire, and close() stays responsive meanwhile.
+        upcoming = asyncio.ensure_future(asyncio.to_thread(next, chunks, None))
+        try:
+            while True:
+                chunk = await upcoming
+                if chunk is None:
+                    break
+                if self._abort.aborted:
+                    raise WaitAbortedError("closing")
+                upcoming = asyncio.ensure_future(asyncio.to_thread(next, chunks, None))
+                fresh = await self._deliver(url, chunk, identity, deadline)
+                if fresh < chunk.rows:
+                    log.debug("sink %r: endpoint already had chunk %s", self.name, chunk.id)
+                rows += chunk.rows
+                size += len(chunk.body)
+        finally:
+            # A worker thread cannot be cancelled; wait for it (one chunk at most).
+            await asyncio.gather(upcoming, return_exceptions=True)
+            close = getattr(reader, "close", None)
+            if close is not None:
+                close()
+        return rows, size
+
+    async def _deliver(
+        self, url: str, chunk: Chunk, identity: ChunkIdentity, deadline: float | None
+    ) -> int:
+        headers = self.wire.headers(chunk, identity)
+        policy = self.policy
+        if deadline is not None:
+            left = max(0.0, deadline - asyncio.get_running_loop().time())
+            if left < policy.budget:
+                policy = attrs.evolve(policy, budget=left)
+
+        async def attempt() -> int:
+            reply = await self._abort.run(self._post(url, chunk, headers))
+            return self._judge(reply, chunk, url)
+
+        def on_wait(exc: Backpressure, seconds: float, attempt_no: int) -> None:
+            log.info(
+                "sink %r: chunk %d of partition %s: %s; attempt %d, retrying in %.3gs",
+                self.name,
+                chunk.index,
+                identity.partition,
+                self._scrub(exc.reason),
+                attempt_no,
+                seconds,
+            )
+
+        return await retry_call(
+            attempt, policy, sleep=self._abort, clock=self._clock, on_wait=on_wait
+        )
+
+    async def _post(self, url: str, chunk: Chunk, headers: dict[str, str]) -> Reply:
+        import httpx
+
+        where = safe_url(url)
+        try:
+            async with self._client.stream(
+                "POST", url, content=chunk.body, headers=headers
+            ) as resp:
+                body = bytearray()
+                async for part in resp.aiter_bytes():
+                    body += part
+                    if len(body) >= _MAX_REPLY:
+                        break
+                return Reply(
+                    resp.status_code,
+                    {k.lower(): v for k, v in resp.headers.items()},
+                    bytes(body[:_MAX_REPLY]),
+                )
+        except httpx.TimeoutException as exc:
+            raise Backpressure(f"POST {where}: {_timeout_kind(exc)}") from exc
+        except httpx.DecodingError as exc:
+            raise PermanentRequestError(
+                f"POST {where}: the reply could not be decoded ({exc})"
+            ) from exc
+        except httpx.TransportError as exc:
+            if _is_tls_error(exc):
+                raise PermanentRequestError(
+                    f"POST {where}: TLS handshake failed: {_describe(exc)}; check that the "
+                    "endpoint speaks https and its certificate is trusted"
+                ) from exc
+            raise Backpressure(f"POST {where}: {_describe(exc)}") from exc
+
+    def _judge(self, reply: Reply, chunk: Chunk, url: str) -> int:
+        where = safe_url(url)
+        status = reply.status
+        if 200 <= status < 300:
+            return self.wire.check_ack(reply, chunk)
+        said = self._scrub(server_message(reply.body)) if reply.body else ""
+        detail = f": {said}" if said else ""
+        if status in _BACKPRESSURE_STATUSES:
+            raise Backpressure(
+                f"endpoint answered {status}{detail}", retry_after=reply.headers.get("retry-after")
+            )
+        if status in _LADDER_STATUSES or 500 <= status < 600:
+            raise Backpressure(f"endpoint answered {status}{detail}")
+        if status == 413:
+            raise PermanentRequestError(
+                f"endpoint refused chunk {chunk.index} ({chunk.rows} rows, {len(chunk.body)} "
+                f"bytes) as too large (413){detail}; lower max_chunk_bytes (now "
+                f"{self.limits.max_bytes}) or max_chunk_rows (now {self.limits.max_rows})"
+            )
+        if 300 <= status < 400:
+            target = safe_url(reply.headers.get("location", "")) or "nowhere"
+            raise PermanentRequestError(
+                f"endpoint {where} redirected ({status}) to {target}; redirects are not "
+                "followed so credentials stay with the configured host: configure the final URL"
+            )
+        hint = {
+            400: "the endpoint rejected the request as malformed",
+            401: "the endpoint rejected the credentials; check the token",
+            403: "the credentials are not allowed to write here",
+            404: f"no such endpoint or dataset at {where}",
+            422: "the endpoint rejected the rows",
+        }.get(status, "the endpoint refused the request")
+        raise PermanentRequestError(f"{hint} ({status}){detail}")
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def _timeout_kind(exc: Exception) -> str:
+    name = type(exc).__name__
+    return {
+        "ConnectTimeout": "timed out connecting",
+        "ReadTimeout": "timed out waiting for the reply",
+        "WriteTimeout": "timed out sending the request",
+        "PoolTimeout": "timed out waiting for a connection",
+    }.get(name, "timed out")
+
+
+_WHAT_FAILED = {
+    "ConnectError": "cannot connect",
+    "ReadError": "the connection failed while reading the reply",
+    "WriteError": "the connection failed while sending the request",
+    "RemoteProtocolError": "the endpoint did not answer with valid HTTP",
+    "LocalProtocolError": "the request could not be sent as valid HTTP",
+    "UnsupportedProtocol": "the URL's scheme is not supported",
+}
+
+
+def _describe(exc: BaseException) -> str:
+    name = type(exc).__name__
+    text = str(exc).strip()
+    what = _WHAT_FAILED.get(name)
+    detail = f"{name}: {text}" if text else name
+    return f"{what} ({detail})" if what else detail
+
+
+def _is_tls_error(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ssl.SSLError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return "SSL" in str(exc) and "CERTIFICATE" in str(exc).upper()
+
+
+if TYPE_CHECKING:
+    from hypaware.core.contracts import Sink
+
+    def _is_a_sink(sink: RequestSink) -> Sink:
+        return sink
