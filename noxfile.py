@@ -23,9 +23,12 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    session.install("ruff>=0.8")
+    """ruff, and the architecture: ``lint-imports`` checks pyproject's layer contract."""
+    session.install("ruff>=0.8", "import-linter>=2.1")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", "hypaware", "tests")
+    # grimp reads the source; the package need not be installed, only on the path.
+    session.run("lint-imports", env={"PYTHONPATH": session.invoked_from})
 
 
 @nox.session(python=PYTHON)

@@ -28,8 +28,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from hypaware import DatasetInfo, load_config
-from hypaware.export.driver import ExportDriver
 from hypaware.cache.local import LocalCache
+from hypaware.export.driver import ExportDriver
 
 from . import datagen
 

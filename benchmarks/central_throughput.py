@@ -24,9 +24,9 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from hypaware import build, resolve
-from hypaware.request.chunking import ChunkIdentity, chunk_batches
-from hypaware.plugins.central import CentralWire
 from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, PartitionRef
+from hypaware.request.central import CentralWire
+from hypaware.request.chunking import ChunkIdentity, chunk_batches
 
 from . import datagen
 

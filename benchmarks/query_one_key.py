@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
 import hypaware
-from hypaware.export.driver import ExportDriver
 from hypaware.cache.local import LocalCache
+from hypaware.export.driver import ExportDriver
 
 from . import datagen
 from ._common import COMPRESSION, ROW_GROUP_SIZE, best, run_repeated, timer

@@ -30,26 +30,22 @@ from hypaware.core.errors import (
 )
 
 if TYPE_CHECKING:
-    from hypaware.cache.protocol import Cache
-    from hypaware.core.config import CacheConfig, HypawareConfig, SinkSpec, dump_config, load_config
-    from hypaware.core.contracts import BlobStore, Encoder, Flushable, QueryableSink, Sink, TableFormat
-    from hypaware.export.driver import ExportDriver, RunReport, SinkReport
     from hypaware.cache.local import LocalCache
-    from hypaware.core.manifest import PluginManifest
-    from hypaware.export.observer import CountingObserver, ExportObserver
-    from hypaware.querying.errors import (
-        CacheOnlyWarning,
-        NotQueryableError,
-        QueryError,
-        QueryInputError,
-        SourceUnreadableError,
-        UnknownDatasetError,
+    from hypaware.cache.protocol import Cache
+    from hypaware.core.config import CacheConfig, HypawareConfig, SinkSpec
+    from hypaware.core.config_loader import dump_config, load_config
+    from hypaware.core.contracts import (
+        BlobStore,
+        Encoder,
+        Flushable,
+        QueryableSink,
+        Sink,
+        TableFormat,
     )
-    from hypaware.querying.planner import query, query_async
+    from hypaware.core.manifest import PluginManifest
     from hypaware.core.registry import Registry
-    from hypaware.core.resolver import BuildContext, Component, SinkPlan, build, resolve
+    from hypaware.core.resolver import BuildContext, Component, SinkPlan, resolve
     from hypaware.core.secrets import Secret
-    from hypaware.export.state import ProgressStore
     from hypaware.core.types import (
         DatasetInfo,
         ExportBatch,
@@ -59,21 +55,35 @@ if TYPE_CHECKING:
         PartitionRef,
         RetryPartition,
     )
+    from hypaware.export.build import build
+    from hypaware.export.driver import ExportDriver
+    from hypaware.export.observer import CountingObserver, ExportObserver
+    from hypaware.export.reports import RunReport, SinkReport
+    from hypaware.export.state import ProgressStore
+    from hypaware.querying.api import query, query_async
+    from hypaware.querying.errors import (
+        CacheOnlyWarning,
+        NotQueryableError,
+        QueryError,
+        QueryInputError,
+        SourceUnreadableError,
+        UnknownDatasetError,
+    )
 
 _LAZY: dict[str, str] = {
     "Cache": "cache.protocol",
     "LocalCache": "cache.local",
     "ExportDriver": "export.driver",
-    "RunReport": "export.driver",
-    "SinkReport": "export.driver",
+    "RunReport": "export.reports",
+    "SinkReport": "export.reports",
     "CountingObserver": "export.observer",
     "ExportObserver": "export.observer",
     "ProgressStore": "export.state",
     "CacheConfig": "core.config",
     "HypawareConfig": "core.config",
     "SinkSpec": "core.config",
-    "dump_config": "core.config",
-    "load_config": "core.config",
+    "dump_config": "core.config_loader",
+    "load_config": "core.config_loader",
     "BlobStore": "core.contracts",
     "Encoder": "core.contracts",
     "Flushable": "core.contracts",
@@ -81,8 +91,8 @@ _LAZY: dict[str, str] = {
     "Sink": "core.contracts",
     "TableFormat": "core.contracts",
     "PluginManifest": "core.manifest",
-    "query": "querying.planner",
-    "query_async": "querying.planner",
+    "query": "querying.api",
+    "query_async": "querying.api",
     "CacheOnlyWarning": "querying.errors",
     "NotQueryableError": "querying.errors",
     "QueryError": "querying.errors",
@@ -93,7 +103,7 @@ _LAZY: dict[str, str] = {
     "BuildContext": "core.resolver",
     "Component": "core.resolver",
     "SinkPlan": "core.resolver",
-    "build": "core.resolver",
+    "build": "export.build",
     "resolve": "core.resolver",
     "Secret": "core.secrets",
     "DatasetInfo": "core.types",

@@ -1,1 +1,1 @@
-"""Blob sinks: the obstore-backed `BlobStore`, the sink that writes encoder output to it, and its batch index."""
+"""Blob sinks: the obstore-backed `BlobStore`, the sink writing encoder output to it, its index."""

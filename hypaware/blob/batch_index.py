@@ -28,7 +28,7 @@ from pathlib import Path
 import attrs
 
 from hypaware.core.errors import StateError
-from hypaware.export.state import immediate_transaction
+from hypaware.core.sqlite import immediate_transaction
 
 __all__ = ["INDEX_FILE", "KEEP_DAYS", "BatchIndex", "BatchRecord"]
 

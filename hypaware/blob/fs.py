@@ -9,25 +9,20 @@ the bucket, as fsspec's object-store filesystems expect one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from hypaware.blob.store import ObstoreBlobStore
+from typing import Any
 
 __all__ = ["BUCKET", "filesystem"]
 
 BUCKET = "store"
 
 
-def filesystem(blob_store: ObstoreBlobStore) -> tuple[Any, str]:
-    """``(fs, root)``: an fsspec filesystem (pyarrow accepts it) and the store's root in it.
+def filesystem(store: Any, prefix: str) -> tuple[Any, str]:
+    """``(fs, root)``: a filesystem over the obstore `store` for pyarrow, and `prefix` in it.
 
     Read the dataset ``events`` with
     ``pyarrow.dataset.dataset(f"{root}/events", filesystem=fs, partitioning="hive")``.
     """
     from obstore.fsspec import FsspecStore
-
-    store = blob_store.store
 
     class _BoundFilesystem(FsspecStore):
         # fsspec caches instances by constructor arguments; two stores must
@@ -38,5 +33,5 @@ def filesystem(blob_store: ObstoreBlobStore) -> tuple[Any, str]:
             return store
 
     fs = _BoundFilesystem("s3")
-    root = f"{BUCKET}/{blob_store.prefix}" if blob_store.prefix else BUCKET
+    root = f"{BUCKET}/{prefix}" if prefix else BUCKET
     return fs, root

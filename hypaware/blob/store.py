@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
+from hypaware.blob.errors import translate_error
 from hypaware.core.contracts import BlobStore
 from hypaware.core.errors import NotFoundError, StoreError
 from hypaware.core.paths import check_list_prefix, check_path, check_prefix
-from hypaware.blob.errors import translate_error
 from hypaware.core.types import ObjectMeta
 
 if TYPE_CHECKING:
@@ -164,10 +164,10 @@ class ObstoreBlobStore:
         return self._label
 
     def filesystem(self) -> tuple[Any, str]:
-        """An fsspec filesystem over `store` and this store's root in it (see `blob_fs`)."""
+        """An fsspec filesystem over `store` and this store's root in it (`hypaware.blob.fs`)."""
         from hypaware.blob.fs import filesystem
 
-        return filesystem(self)
+        return filesystem(self.store, self.prefix)
 
     def key(self, path: str) -> str:
         """The key in `store` for `path`; `PathError` if the path is unsafe."""

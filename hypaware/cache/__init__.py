@@ -1,1 +1,1 @@
-"""The cache the export reads: the `Cache` protocol, the embedded `LocalCache` and its partitioning."""
+"""The cache the export reads: the `Cache` protocol, the embedded `LocalCache`, partitioning."""

@@ -7,7 +7,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from hypaware.core.config import load_config
+from hypaware.core.config_loader import load_config
 from hypaware.core.errors import ConfigError, PluginError
 from hypaware.core.registry import Registry
 from hypaware.core.resolver import resolve

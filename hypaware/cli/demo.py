@@ -17,12 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hypaware.core.config import load_config
-from hypaware.cli.demo_cache import DEMO_DATASET, demo_config, seed_demo_cache
-from hypaware.export.driver import ExportDriver, RunReport
-from hypaware.core.errors import ConfigError, HypawareError
 from hypaware.cache.local import LocalCache
+from hypaware.cli.demo_cache import DEMO_DATASET, demo_config, seed_demo_cache
 from hypaware.cli.export import format_bytes
+from hypaware.core.config_loader import load_config
+from hypaware.core.errors import ConfigError, HypawareError
+from hypaware.export.driver import ExportDriver
+from hypaware.export.reports import RunReport
 
 __all__ = ["register", "run"]
 

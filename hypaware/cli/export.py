@@ -17,10 +17,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from hypaware.core.config import load_config
-from hypaware.export.driver import ExportDriver, RunReport, SinkReport
+from hypaware.core.config_loader import load_config
 from hypaware.core.errors import ConfigError, PluginError, StateError
+from hypaware.export.driver import ExportDriver
 from hypaware.export.observer import CountingObserver, SinkCounters
+from hypaware.export.reports import RunReport, SinkReport
 
 __all__ = ["ProgressDisplay", "format_bytes", "register", "run"]
 

@@ -85,8 +85,8 @@ def _error(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from hypaware.core.errors import ConfigError, HypawareError, PluginError
+    from hypaware.querying.api import CacheOnlyWarning, plan_query
     from hypaware.querying.errors import QueryError, SourceUnreadableError
-    from hypaware.querying.planner import CacheOnlyWarning, plan_query
 
     if args.format == "parquet" and args.output is None and sys.stdout.isatty():
         _error("--format parquet writes binary: give --output FILE (or redirect stdout)")
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _notes(caught: list[warnings.WarningMessage]) -> None:
-    from hypaware.querying.planner import CacheOnlyWarning
+    from hypaware.querying.api import CacheOnlyWarning
 
     for w in caught:
         if not issubclass(w.category, CacheOnlyWarning):

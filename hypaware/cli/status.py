@@ -14,11 +14,12 @@ import logging
 import sys
 from typing import Any
 
-from hypaware.core.config import HypawareConfig, load_config
-from hypaware.core.errors import CacheError, ConfigError, StateError
 from hypaware.cache.local import LocalCache
-from hypaware.export.state import STATE_FILE, ProgressStore, SinkState
 from hypaware.cli.export import print_table
+from hypaware.core.config import HypawareConfig
+from hypaware.core.config_loader import load_config
+from hypaware.core.errors import CacheError, ConfigError, StateError
+from hypaware.export.state import STATE_FILE, ProgressStore, SinkState
 
 __all__ = ["collect_status", "register", "run"]
 

@@ -1,4 +1,5 @@
-"""The contracts every other room builds on: types, errors, manifests, the registry, the pure resolver, config, secrets and paths.
+"""What every other room builds on.
 
-Nothing here imports from another room of the package.
+Contracts, data types, errors, manifests, the registry, the pure resolver,
+config, secrets, paths and schedules. Nothing here imports another room.
 """

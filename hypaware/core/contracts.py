@@ -15,7 +15,13 @@ if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult, ObjectMeta
+    from hypaware.core.types import (
+        DatasetInfo,
+        ExportBatch,
+        ExportOptions,
+        ExportResult,
+        ObjectMeta,
+    )
 
 __all__ = [
     "BlobStore",

@@ -14,8 +14,10 @@ from typing import Any, Literal
 
 import attrs
 
-from hypaware.core.config import SINK_SETTING_KEYS, HypawareConfig, SinkSpec, load_config, structure_config
-from hypaware.core.errors import ConfigError, HypawareError, PluginError, Problem
+from hypaware.core.config import SINK_SETTING_KEYS, HypawareConfig, SinkSpec
+from hypaware.core.config_converter import structure_config
+from hypaware.core.config_loader import load_config
+from hypaware.core.errors import ConfigError, Problem
 from hypaware.core.manifest import (
     ENCODER,
     QUERYABLE,
@@ -26,7 +28,7 @@ from hypaware.core.manifest import (
 from hypaware.core.registry import Registry, did_you_mean
 from hypaware.core.secrets import Secret
 
-__all__ = ["BuildContext", "Component", "SinkPlan", "build", "resolve"]
+__all__ = ["BuildContext", "Component", "SinkPlan", "resolve"]
 
 
 @attrs.frozen
@@ -339,69 +341,3 @@ class BuildContext:
     def resolve_path(self, path: str) -> Path:
         p = Path(path).expanduser()
         return p if p.is_absolute() else self.base_dir / p
-
-
-def build(
-    plan: SinkPlan,
-    *,
-    config: HypawareConfig | None = None,
-    env: Mapping[str, str] | None = None,
-) -> Any:
-    """Construct the live sink for `plan`.
-
-    Imports the plugins' factories, reads secrets from `env` (default:
-    ``os.environ``), and for a blob sink composes destination and writer.
-    Raises `ConfigError` (a missing secret) or `PluginError` naming the sink
-    and plugin when a factory fails or returns something that is not what its
-    kind promises. Returns a `hypaware.core.contracts.Sink`.
-    """
-    from hypaware.core.contracts import BlobStore, Encoder, Sink, TableFormat
-
-    base = Path(config.base_dir) if config is not None and config.base_dir else Path.cwd()
-    state = config.state_path if config is not None else base / ".hypaware"
-    ctx = BuildContext(
-        sink_name=plan.name,
-        state_dir=state / "sinks" / plan.name,
-        base_dir=base,
-        env=dict(os.environ) if env is None else dict(env),
-    )
-
-    def make(component: Component, expected: type, *args: Any, **kwargs: Any) -> Any:
-        factory = component.manifest.load_factory()
-        try:
-            obj = factory(component.config, ctx, *args, **kwargs)
-        except ConfigError:
-            raise
-        except HypawareError as exc:
-            raise PluginError(
-                f"sink {plan.name!r}: plugin {component.name} failed to build: {exc}"
-            ) from exc
-        except Exception as exc:
-            raise PluginError(
-                f"sink {plan.name!r}: plugin {component.name} failed to build: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        if not isinstance(obj, expected):
-            raise PluginError(
-                f"sink {plan.name!r}: factory of plugin {component.name} returned a "
-                f"{type(obj).__name__}, which is not a {expected.__name__}"
-            )
-        return obj
-
-    if plan.plugin is not None:
-        return make(plan.plugin, Sink)
-
-    assert plan.writer is not None
-    assert plan.destination is not None
-    assert plan.encoder is not None
-    store = make(plan.destination, BlobStore)
-    encoder = make(plan.encoder, Encoder)
-    if TABLE_FORMAT in plan.writer.manifest.provides:
-        from hypaware.blob.table_sink import TableSink
-
-        table = make(plan.writer, TableFormat, store=store, encoder=encoder)
-        return TableSink(plan.name, table)
-    from hypaware.blob.batch_index import INDEX_FILE, BatchIndex
-    from hypaware.blob.sink import BlobSink
-
-    return BlobSink(plan.name, store, encoder, BatchIndex(ctx.state_dir / INDEX_FILE))

@@ -19,7 +19,7 @@ from hypaware.core.errors import ConfigError, EncodeError
 from hypaware.encoding._stream import BatchSource, ChunkSink, row_groups
 
 if TYPE_CHECKING:
-    from hypaware.plugins.format_parquet import ParquetConfig
+    from hypaware.encoding.config import ParquetConfig
 
 __all__ = ["FastparquetFile", "check_available"]
 

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from hypaware.core.errors import ConfigError
-from hypaware.encoding.jsonrows import encode_ndjson
-from hypaware.plugins.format_jsonl import JsonlConfig
 from hypaware.encoding._stream import BatchSource, files
+from hypaware.encoding.config import JsonlConfig
+from hypaware.encoding.jsonrows import encode_ndjson
 
 if TYPE_CHECKING:
     import pyarrow as pa

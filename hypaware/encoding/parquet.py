@@ -24,9 +24,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from hypaware.core.errors import EncodeError
-from hypaware.plugins.format_parquet import ParquetConfig
 from hypaware.encoding._relay import relayed
 from hypaware.encoding._stream import BatchSource, ChunkSink, files, row_groups
+from hypaware.encoding.config import ParquetConfig
 
 __all__ = ["ParquetConfig", "ParquetEncoder"]
 

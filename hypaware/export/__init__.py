@@ -1,1 +1,1 @@
-"""The export driver: turning plans into live sinks, scheduled passes, durable progress and observers."""
+"""The export driver: plans built into sinks, scheduled passes, durable progress, observers."""

@@ -22,6 +22,7 @@ import attrs
 
 from hypaware.cache.protocol import ExportFloor
 from hypaware.core.errors import StateError
+from hypaware.core.sqlite import immediate_transaction
 from hypaware.core.types import RetryPartition
 
 __all__ = ["STATE_FILE", "InFlightBatch", "ProgressStore", "RespoolEntry", "SinkState"]
@@ -51,18 +52,6 @@ CREATE TABLE IF NOT EXISTS sinks (
     last_error TEXT, last_error_at TEXT,
     rows_exported INTEGER NOT NULL DEFAULT 0, partitions_exported INTEGER NOT NULL DEFAULT 0);
 """
-
-
-@contextlib.contextmanager
-def immediate_transaction(db: sqlite3.Connection) -> Iterator[None]:
-    """One write transaction, locked from its start: committed, or rolled back on any error."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 
 @attrs.frozen

@@ -29,8 +29,8 @@ from hypaware.core.errors import ConfigError, SinkError
 from hypaware.iceberg.fileio import IO_IMPL, TOKEN_PROPERTY
 
 if TYPE_CHECKING:
-    from hypaware.plugins.format_iceberg import CatalogConfig
     from hypaware.core.resolver import BuildContext
+    from hypaware.iceberg.config import CatalogConfig
 
 __all__ = [
     "IcebergError",

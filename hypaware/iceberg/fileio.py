@@ -25,8 +25,8 @@ import obstore
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile, OutputStream
 from pyiceberg.typedef import EMPTY_DICT, Properties
 
-from hypaware.core.errors import StoreError
 from hypaware.blob.errors import translate_error
+from hypaware.core.errors import StoreError
 
 __all__ = [
     "IO_IMPL",

@@ -6,61 +6,16 @@ This module is light (no pyarrow at import); the encoder lives in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-import attrs
-
-from hypaware.core.config import positive
 from hypaware.core.manifest import BLOB_STORE, QUERYABLE, PluginManifest
+from hypaware.encoding.config import ParquetConfig
 
 if TYPE_CHECKING:
-    from hypaware.encoding.parquet import ParquetEncoder
     from hypaware.core.resolver import BuildContext
+    from hypaware.encoding.parquet import ParquetEncoder
 
 __all__ = ["MANIFEST", "ParquetConfig", "create"]
-
-MiB = 1024 * 1024
-
-ParquetEngine = Literal["pyarrow", "fastparquet"]
-ParquetCompression = Literal["zstd", "snappy", "gzip", "brotli", "lz4", "none"]
-
-
-@attrs.frozen
-class ParquetConfig:
-    """How Parquet files are written. Every key is optional.
-
-    - `engine` (``"pyarrow"`` | ``"fastparquet"``, default ``"pyarrow"``): the
-      library that writes. fastparquet needs ``pip install 'hypaware[fastparquet]'``
-      and writes flat columns only (no lists or structs).
-    - `compression` (``"zstd"`` | ``"snappy"`` | ``"gzip"`` | ``"brotli"`` |
-      ``"lz4"`` | ``"none"``, default ``"zstd"``).
-    - `compression_level` (int, default None: the codec's own default).
-    - `row_group_size` (rows, default 131072): a row group is written when it
-      holds this many rows ...
-    - `row_group_bytes` (bytes, default 128 MiB): ... or this much Arrow data,
-      whichever comes first. Memory while encoding is about one row group.
-    - `target_file_size` (bytes, default 256 MiB): a file is closed after the
-      row group that takes it to this size, and the next rows start a new file.
-    - `dictionary` (bool, default true): dictionary-encode columns.
-    - `dictionary_page_size` (bytes, default 512 KiB): how big a column's
-      dictionary may grow in a row group; past it, the rest of that column
-      chunk is written plain. Half of pyarrow's 1 MiB, which 131072 distinct
-      8-byte values (ids, timestamps) fill exactly: at pyarrow's limit such a
-      column keeps a useless dictionary, and its large hash table, for the
-      whole row group.
-    - `statistics` (bool, default true): write min/max/null-count statistics,
-      which readers use to skip row groups.
-    """
-
-    engine: ParquetEngine = "pyarrow"
-    compression: ParquetCompression = "zstd"
-    compression_level: int | None = None
-    row_group_size: int = attrs.field(default=128 * 1024, validator=positive)
-    row_group_bytes: int = attrs.field(default=128 * MiB, validator=positive)
-    target_file_size: int = attrs.field(default=256 * MiB, validator=positive)
-    dictionary: bool = True
-    dictionary_page_size: int = attrs.field(default=512 * 1024, validator=positive)
-    statistics: bool = True
 
 
 def create(config: ParquetConfig | None, ctx: BuildContext | None = None) -> ParquetEncoder:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hypaware.querying.errors import QueryInputError
 from hypaware.core.registry import did_you_mean
+from hypaware.querying.errors import QueryInputError
 
 if TYPE_CHECKING:
     import pyarrow as pa

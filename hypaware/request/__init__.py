@@ -1,1 +1,1 @@
-"""Request sinks: chunking, the wire protocols, the retry ladder and the HTTP sink that sends chunks."""
+"""Request sinks: chunking, wire protocols, the retry ladder and the HTTP sink that sends chunks."""

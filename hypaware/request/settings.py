@@ -18,10 +18,10 @@ from hypaware.core.errors import ConfigError
 from hypaware.core.secrets import Secret
 
 if TYPE_CHECKING:
+    from hypaware.core.resolver import BuildContext
     from hypaware.request.backoff import BackoffPolicy
     from hypaware.request.chunking import ChunkLimits
     from hypaware.request.sink import Timeouts
-    from hypaware.core.resolver import BuildContext
 
 __all__ = ["RequestSinkSettings", "check_header_name", "reveal_headers"]
 

@@ -32,6 +32,14 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from hypaware.core.errors import ConfigError, EncodeError, HypawareError, SinkClosedError
+from hypaware.core.types import (
+    ExportBatch,
+    ExportOptions,
+    ExportResult,
+    PartitionRef,
+    RetryPartition,
+)
 from hypaware.request.backoff import (
     AbortableSleep,
     BackoffPolicy,
@@ -44,8 +52,6 @@ from hypaware.request.backoff import (
 )
 from hypaware.request.chunking import Chunk, ChunkIdentity, ChunkLimits, chunk_batches, compress
 from hypaware.request.endpoints import safe_url
-from hypaware.core.errors import ConfigError, EncodeError, HypawareError, SinkClosedError
-from hypaware.core.types import ExportBatch, ExportOptions, ExportResult, PartitionRef, RetryPartition
 from hypaware.request.wire import PermanentRequestError, Reply, Wire, server_message
 
 if TYPE_CHECKING:

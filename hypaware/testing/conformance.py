@@ -38,7 +38,8 @@ from hypaware.core.contracts import BlobStore, Sink
 from hypaware.core.types import DatasetInfo, ExportBatch
 from hypaware.testing.data import sample_batch, sample_dataset, sample_partition
 from hypaware.testing.promises import CheckSkipped, ContractViolation, Promise
-from hypaware.testing.sink_checks import SINK_CHECKS, SinkHarness
+from hypaware.testing.sink_checks import SINK_CHECKS
+from hypaware.testing.sink_harness import SinkHarness
 from hypaware.testing.store_checks import STORE_CHECKS, StoreHarness
 
 __all__ = [

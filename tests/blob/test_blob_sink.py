@@ -25,9 +25,10 @@ from hypaware import (
     TransientStoreError,
     load_config,
 )
-from hypaware.blob.sink import NULL_DAY, BlobSink, batch_stem
+from hypaware.blob.layout import NULL_DAY, batch_stem
+from hypaware.blob.sink import BlobSink
+from hypaware.destinations.memory import shared_store
 from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
-from hypaware.plugins.memory import shared_store
 
 from .data import RICH_SCHEMA, TIME, expected_table, partition, registry, rich_batch, rich_rows
 from .readback import check_store, mirror
@@ -290,8 +291,8 @@ class FaultyStore:
 
 
 def local_store(tmp_path: Path) -> Any:
-    from hypaware.plugins.local_fs import LocalFsConfig, create
     from hypaware.core.resolver import BuildContext
+    from hypaware.plugins.local_fs import LocalFsConfig, create
 
     ctx = BuildContext(sink_name="archive", state_dir=tmp_path / "state", base_dir=tmp_path)
     return create(LocalFsConfig(root=str(tmp_path / "out")), ctx)
@@ -476,7 +477,7 @@ async def test_an_upload_failing_midway_drops_the_read_ahead_cleanly(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # One chunk per hand-off, so the read-ahead is the pull that hits the bad segment.
-    monkeypatch.setattr("hypaware.blob.sink._HANDOFF_BYTES", 1)
+    monkeypatch.setattr("hypaware.blob.file_writer._HANDOFF_BYTES", 1)
     store = FaultyStore(local_store(tmp_path))
     store.fail_after_chunks = 1
     sink = BlobSink("midway", store, ParquetEncoder(ParquetConfig(row_group_size=8)))

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from obstore.store import MemoryStore
 
 from hypaware import DatasetInfo, ExportBatch, ExportOptions, PartitionRef
-from hypaware.blob.sink import NULL_DAY, BlobSink
+from hypaware.blob.layout import NULL_DAY
+from hypaware.blob.sink import BlobSink
 from hypaware.blob.store import ObstoreBlobStore
 from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
 

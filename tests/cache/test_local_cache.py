@@ -10,9 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from hypaware.cache.local import LocalCache
 from hypaware.cache.protocol import Cache, ExportFloor, RetentionAware
 from hypaware.core.errors import CacheError
-from hypaware.cache.local import LocalCache
 from tests.driver.helpers import SCHEMA, T0, events_info, make_cache, rows
 
 
@@ -227,7 +227,7 @@ def test_read_only_cache_as_root_is_simulated(
     def refuse(*_args: object, **_kwargs: object) -> int:
         raise PermissionError(13, "Read-only file system")
 
-    monkeypatch.setattr("hypaware.cache.local.os.open", refuse)
+    monkeypatch.setattr("hypaware.cache.layout.os.open", refuse)
     with pytest.raises(CacheError, match="cannot write to dataset 'events'"):
         cache.append("events", rows(100, 1))
     monkeypatch.undo()

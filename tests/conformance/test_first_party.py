@@ -11,13 +11,13 @@ from typing import Any
 import attrs
 import pytest
 
-from hypaware.core.contracts import BlobStore, Sink
 from hypaware.blob.table_sink import TableSink
+from hypaware.core.contracts import BlobStore, Sink
+from hypaware.core.types import DatasetInfo
 from hypaware.testing.central import CentralServer, Reply
 from hypaware.testing.conformance import BlobStoreContract, SinkContract
 from hypaware.testing.peers import AZURITE_KEY, AzuritePeer, GCSServer, S3Peer
 from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
-from hypaware.core.types import DatasetInfo
 
 from .first_party import blob_store_of, build_sink, rows_in_store
 

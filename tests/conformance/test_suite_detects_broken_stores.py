@@ -7,8 +7,8 @@ from typing import Any
 
 from hypaware.core.errors import AlreadyExistsError, NotFoundError
 from hypaware.core.paths import check_list_prefix, check_path
-from hypaware.testing.conformance import Promise, StoreHarness, run_store_checks
 from hypaware.core.types import ObjectMeta
+from hypaware.testing.conformance import Promise, StoreHarness, run_store_checks
 
 
 class DictStore:

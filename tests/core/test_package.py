@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import hypaware
-from hypaware import contracts, errors, types
+from hypaware.core import contracts, errors, types
 
 HEAVY = ("pyarrow", "pyiceberg", "httpx", "obstore", "croniter", "fastparquet")
 

@@ -56,9 +56,16 @@ def _public_modules() -> list[str]:
     return names
 
 
+def _rooms() -> set[str]:
+    # A room's __init__ only says what the room holds (docs/architecture.md maps them).
+    return {f"hypaware.{p.name}" for p in (ROOT / "hypaware").iterdir() if p.is_dir()}
+
+
 def test_every_public_module_is_in_the_api_reference() -> None:
     pages = "\n".join(p.read_text() for p in (ROOT / "docs" / "reference").glob("*.md"))
     documented = {line[4:].strip() for line in pages.splitlines() if line.startswith("::: ")}
-    packages = {"hypaware.plugins", "hypaware.testing", "hypaware.encoding"}
-    missing = sorted(set(_public_modules()) - documented - packages)
+    # Plugin modules hold only a manifest; their config classes are documented
+    # where they live (plugins.md lists them).
+    manifests = {m for m in _public_modules() if m.startswith("hypaware.plugins.")}
+    missing = sorted(set(_public_modules()) - documented - _rooms() - manifests)
     assert missing == [], f"add these modules to a page under docs/reference/: {missing}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from hypaware.core.config import load_config
+from hypaware.core.config_loader import load_config
 from hypaware.export.driver import ExportDriver
 
 

@@ -10,9 +10,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from hypaware.core.config import SinkSpec
 from hypaware.cache.local import LocalCache
-from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult, RetryPartition
+from hypaware.core.config import SinkSpec
+from hypaware.core.types import (
+    DatasetInfo,
+    ExportBatch,
+    ExportOptions,
+    ExportResult,
+    RetryPartition,
+)
 
 T0 = datetime(2026, 6, 1, tzinfo=UTC)
 

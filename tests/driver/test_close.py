@@ -7,8 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from hypaware.export.driver import ExportDriver
 from hypaware.core.types import ExportBatch, ExportOptions, ExportResult
+from hypaware.export.driver import ExportDriver
 from tests.driver.helpers import ScriptedSink, make_cache, spec
 
 

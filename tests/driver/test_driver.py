@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from hypaware.core.config import load_config
-from hypaware.export.driver import ExportDriver, group_batches
-from hypaware.core.errors import ConfigError
 from hypaware.cache.local import LocalCache
+from hypaware.core.config_loader import load_config
+from hypaware.core.errors import ConfigError
 from hypaware.core.manifest import PluginManifest
-from hypaware.export.observer import CountingObserver, NullObserver
 from hypaware.core.registry import Registry
-from hypaware.export.state import STATE_FILE, ProgressStore
 from hypaware.core.types import ExportResult, PartitionRef
+from hypaware.export.driver import ExportDriver
+from hypaware.export.observer import CountingObserver, NullObserver
+from hypaware.export.passes import group_batches
+from hypaware.export.state import STATE_FILE, ProgressStore
 from tests.driver import plugins
 from tests.driver.helpers import (
     T0,

@@ -21,9 +21,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from hypaware.export.driver import ExportDriver
 from hypaware.cache.local import LocalCache
 from hypaware.core.types import ExportBatch, ExportOptions, ExportResult, RetryPartition
+from hypaware.export.driver import ExportDriver
 from tests.driver.helpers import T0, events_info, rows, spec
 
 

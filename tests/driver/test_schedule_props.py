@@ -8,8 +8,8 @@ from croniter import croniter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware.export.driver import next_slot
 from hypaware.core.schedule import check_schedule, next_fire
+from hypaware.export.slots import next_slot
 
 MINUTE = st.sampled_from(["*", "*/5", "0", "15,45", "0-10/3", "59"])
 HOUR = st.sampled_from(["*", "*/2", "0", "9-17", "23"])

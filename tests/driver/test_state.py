@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from hypaware.core.errors import StateError
-from hypaware.export.state import STATE_FILE, ProgressStore
 from hypaware.core.types import RetryPartition
+from hypaware.export.state import STATE_FILE, ProgressStore
 from tests.driver.helpers import T0
 
 

@@ -29,9 +29,9 @@ from hypaware import (
     load_config,
     resolve,
 )
+from hypaware.cache.local import LocalCache
 from hypaware.cli import main
 from hypaware.export.driver import ExportDriver
-from hypaware.cache.local import LocalCache
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "acme-sqlite"
 

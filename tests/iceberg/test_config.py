@@ -12,10 +12,10 @@ import pytest
 
 import hypaware
 from hypaware.core.errors import ConfigError, PluginError
-from hypaware.iceberg.catalog import catalog_properties, describe_catalog, open_catalog
-from hypaware.plugins.format_iceberg import MANIFEST, CatalogConfig, IcebergConfig
 from hypaware.core.resolver import BuildContext
 from hypaware.core.secrets import Secret
+from hypaware.iceberg.catalog import catalog_properties, describe_catalog, open_catalog
+from hypaware.plugins.format_iceberg import MANIFEST, CatalogConfig, IcebergConfig
 
 from .helpers import build_sink, sink_config
 

@@ -10,8 +10,9 @@ import pyarrow as pa
 import pytest
 from pyiceberg.exceptions import CommitFailedException
 
-from hypaware.iceberg.table_format import IcebergTableFormat
 from hypaware.core.types import ExportOptions
+from hypaware.iceberg import table_format
+from hypaware.iceberg.datafiles import DataFileWriter
 
 from .helpers import DATASET, batch, build_sink, local_path, partition, rows_for, sink_config
 
@@ -60,7 +61,7 @@ async def test_failed_commit_removes_its_data_files(
     def lose(*_args: Any, **_kwargs: Any) -> str:
         raise CommitFailedException("another writer won")
 
-    monkeypatch.setattr(IcebergTableFormat, "_commit", lose)
+    monkeypatch.setattr(table_format, "commit_files", lose)
     result = await sink.export_batch(batch("b", _parts()), ExportOptions())
 
     assert result.exported == ()
@@ -95,7 +96,7 @@ async def test_files_of_an_interrupted_attempt_are_reused_not_left(
     def die(*_args: Any, **_kwargs: Any) -> str:
         raise _Killed
 
-    monkeypatch.setattr(IcebergTableFormat, "_commit", die)
+    monkeypatch.setattr(table_format, "commit_files", die)
     with pytest.raises(_Killed):
         sink.table.write_batch_sync(batch("b", parts))  # type: ignore[attr-defined]
     orphans = _data_files_on_disk(tmp_path)
@@ -160,16 +161,16 @@ async def test_a_failed_file_write_removes_the_files_of_other_days(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sink = build_sink(sink_config(tmp_path))
-    real_put = IcebergTableFormat._put
+    real_put = DataFileWriter.put
 
-    def flaky(self: IcebergTableFormat, key: str, location: str, chunks: Any) -> int:
+    def flaky(self: DataFileWriter, key: str, location: str, chunks: Any) -> int:
         if "ts_day=2026-03-02" in location:
             for _ in chunks:
                 pass
             raise PermissionError("the disk said no")
         return real_put(self, key, location, chunks)
 
-    monkeypatch.setattr(IcebergTableFormat, "_put", flaky)
+    monkeypatch.setattr(DataFileWriter, "put", flaky)
     result = await sink.export_batch(batch("b", _parts()), ExportOptions())
 
     assert result.exported == ()

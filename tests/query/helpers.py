@@ -12,9 +12,9 @@ from typing import Any
 import pyarrow as pa
 
 import hypaware
-from hypaware.export.driver import ExportDriver
 from hypaware.cache.local import LocalCache
 from hypaware.core.types import DatasetInfo
+from hypaware.export.driver import ExportDriver
 
 DAY0 = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 import hypaware
-from hypaware.querying.planner import CacheOnlyWarning, plan_query, query_async
+from hypaware.querying.api import CacheOnlyWarning, plan_query, query_async
 from hypaware.testing.peers import free_port
 
 from .helpers import (
@@ -44,10 +44,10 @@ def test_import_stays_light() -> None:
 
 
 def test_public_names() -> None:
-    import hypaware.querying.planner
+    import hypaware.querying.api
 
     # Importing the module must not shadow the function on the package.
-    assert hypaware.query is hypaware.querying.planner.query
+    assert hypaware.query is hypaware.querying.api.query
     for name in ("query", "query_async", "QueryError", "QueryInputError", "NotQueryableError"):
         assert name in hypaware.__all__
         assert getattr(hypaware, name) is not None

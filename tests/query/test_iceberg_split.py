@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 import hypaware
-from hypaware.core.config import SinkSpec
-from hypaware.export.driver import ExportDriver
-from hypaware.querying.planner import plan_query
 from hypaware.blob.table_sink import TableSink
+from hypaware.core.config import SinkSpec
 from hypaware.core.types import ExportBatch, ExportOptions, ExportResult
+from hypaware.export.driver import ExportDriver
+from hypaware.querying.api import plan_query
 
 from .helpers import cache_for, config, iceberg_sink, ids, make_rows
 

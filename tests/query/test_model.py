@@ -18,16 +18,16 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from hypaware.blob.sink import BlobSink
-from hypaware.core.config import SinkSpec
-from hypaware.export.driver import ExportDriver
-from hypaware.core.errors import TransientStoreError
 from hypaware.cache.local import LocalCache
+from hypaware.core.config import SinkSpec
+from hypaware.core.errors import TransientStoreError
+from hypaware.core.resolver import BuildContext
+from hypaware.core.types import ExportBatch, ExportOptions, ExportResult, RetryPartition
+from hypaware.export.driver import ExportDriver
 from hypaware.plugins.format_parquet import create as parquet_encoder
 from hypaware.plugins.local_fs import LocalFsConfig
 from hypaware.plugins.local_fs import create as local_fs
-from hypaware.querying.planner import plan_query
-from hypaware.core.resolver import BuildContext
-from hypaware.core.types import ExportBatch, ExportOptions, ExportResult, RetryPartition
+from hypaware.querying.api import plan_query
 
 from .helpers import DAY0, INFO, make_rows
 

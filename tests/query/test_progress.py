@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from hypaware.cache.protocol import ExportFloor
-from hypaware.querying.planner import acknowledged
-from hypaware.export.state import ProgressStore
 from hypaware.core.types import RetryPartition
+from hypaware.export.state import ProgressStore
+from hypaware.querying.progress import acknowledged
 
 
 class WithoutSnapshot:

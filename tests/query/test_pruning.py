@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import hypaware
-import hypaware.querying.sources as query_sources
+import hypaware.querying.sources.parquet as parquet_source
 from hypaware.iceberg.fileio import ObstoreFileIO
 
 from .helpers import DAY0, cache_for, config, export, iceberg_sink, make_rows, parquet_sink
@@ -48,7 +48,7 @@ def test_parquet_on_local_fs_opens_only_that_days_files(
 ) -> None:
     cfg = _archive(tmp_path, parquet_sink(tmp_path / "out"))
     opened: list[str] = []
-    real = query_sources._filesystem
+    real = parquet_source._filesystem
 
     def counting(store: Any) -> tuple[Any, str]:
         fs, root = real(store)
@@ -61,7 +61,7 @@ def test_parquet_on_local_fs_opens_only_that_days_files(
         fs._open = _open
         return fs, root
 
-    monkeypatch.setattr(query_sources, "_filesystem", counting)
+    monkeypatch.setattr(parquet_source, "_filesystem", counting)
     assert _one_key_one_day(cfg) == _expected()
     assert opened, "the archive was not read"
     assert all(f"/date={DAY}/" in p for p in opened), opened

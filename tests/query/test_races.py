@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import hypaware
-from hypaware.export.driver import ExportDriver
 from hypaware.cache.local import LocalCache
-from hypaware.querying.planner import plan_query
 from hypaware.core.types import PartitionRef
+from hypaware.export.driver import ExportDriver
+from hypaware.querying.api import plan_query
 
 from .helpers import cache_for, config, drop_segments, export, ids, make_rows, parquet_sink
 

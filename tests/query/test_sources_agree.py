@@ -117,9 +117,9 @@ def _agree(tmp_path: Path, sinks: dict[str, Any]) -> None:
 def test_iceberg_batches_too_large_to_list_fall_back_on_progress(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hypaware.iceberg.table_format as table_format
+    import hypaware.iceberg.commit as commit
 
-    monkeypatch.setattr(table_format, "PARTITION_LIST_LIMIT", 1)
+    monkeypatch.setattr(commit, "PARTITION_LIST_LIMIT", 1)
     cfg = config(tmp_path, {"ice": iceberg_sink(tmp_path / "wh")})
     cache = cache_for(cfg)
     cache.append("events", make_rows(0, 60, day=0))

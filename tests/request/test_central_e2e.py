@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from hypaware import build, resolve
+from hypaware.core.types import ExportOptions, ExportResult, PartitionRef
 from hypaware.request.sink import RequestSink
 from hypaware.testing.central import CentralServer, Delay, Drop, RateLimit, Reply
-from hypaware.core.types import ExportOptions, ExportResult, PartitionRef
 
 from .conftest import TOKEN
 from .helpers import eventually, make_export, make_partition

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from hypaware import ConfigError, Registry, build, resolve
-from hypaware.plugins import central, webhook
-from hypaware.plugins.central import CentralConfig
-from hypaware.request.sink import RequestSink
 from hypaware.core.secrets import Secret
+from hypaware.plugins import central, webhook
+from hypaware.request.central import CentralConfig
+from hypaware.request.sink import RequestSink
 
 REGISTRY = Registry([central.MANIFEST, webhook.MANIFEST])
 

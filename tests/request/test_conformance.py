@@ -10,10 +10,10 @@ import pytest
 
 from hypaware import build, resolve
 from hypaware.core.contracts import Sink
+from hypaware.core.types import DatasetInfo
 from hypaware.testing.central import CentralServer, RateLimit
 from hypaware.testing.conformance import SinkContract
 from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
-from hypaware.core.types import DatasetInfo
 
 from .conftest import TOKEN
 from .test_webhook import KEY

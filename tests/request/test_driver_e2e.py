@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 
 from hypaware import load_config
-from hypaware.export.driver import ExportDriver
 from hypaware.cache.local import LocalCache
-from hypaware.testing.central import CentralServer, Drop, Reply
 from hypaware.core.types import DatasetInfo
+from hypaware.export.driver import ExportDriver
+from hypaware.testing.central import CentralServer, Drop, Reply
 
 from .conftest import TOKEN
 

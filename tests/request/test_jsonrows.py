@@ -13,7 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hypaware.core.errors import EncodeError
-from hypaware.encoding.jsonrows import batch_to_rows, dumps_row, encode_ndjson, iter_ndjson, iter_row_bytes
+from hypaware.encoding.jsonrows import (
+    batch_to_rows,
+    dumps_row,
+    encode_ndjson,
+    iter_ndjson,
+    iter_row_bytes,
+)
 
 
 def test_every_documented_type() -> None:

@@ -18,10 +18,10 @@ import httpx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware.request.backoff import MAX_RETRY_AFTER, BackoffPolicy
-from hypaware.plugins.central import CentralWire
-from hypaware.request.sink import RequestSink
 from hypaware.core.types import ExportOptions
+from hypaware.request.backoff import MAX_RETRY_AFTER, BackoffPolicy
+from hypaware.request.central import CentralWire
+from hypaware.request.sink import RequestSink
 
 from .helpers import FakeClock, ScriptedTransport, make_export, make_partition
 

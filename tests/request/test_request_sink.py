@@ -14,13 +14,13 @@ import httpx
 import pyarrow as pa
 import pytest
 
-from hypaware.request.backoff import BackoffPolicy
-from hypaware.request.chunking import ChunkLimits
 from hypaware.core.contracts import Sink
 from hypaware.core.errors import ConfigError, SinkClosedError
-from hypaware.plugins.central import CentralWire
-from hypaware.request.sink import RequestSink
 from hypaware.core.types import ExportOptions, PartitionRef
+from hypaware.request.backoff import BackoffPolicy
+from hypaware.request.central import CentralWire
+from hypaware.request.chunking import ChunkLimits
+from hypaware.request.sink import RequestSink
 
 from .helpers import (
     DATASET,

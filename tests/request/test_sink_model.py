@@ -18,12 +18,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from hypaware.request.backoff import BackoffPolicy
-from hypaware.request.chunking import ChunkLimits
 from hypaware.core.errors import SinkClosedError
-from hypaware.plugins.central import CentralWire
-from hypaware.request.sink import RequestSink
 from hypaware.core.types import ExportOptions
+from hypaware.request.backoff import BackoffPolicy
+from hypaware.request.central import CentralWire
+from hypaware.request.chunking import ChunkLimits
+from hypaware.request.sink import RequestSink
 
 from .helpers import FakeClock, make_export, make_partition
 

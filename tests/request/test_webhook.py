@@ -13,11 +13,11 @@ import httpx
 import pytest
 
 from hypaware import build, resolve
-from hypaware.request.backoff import BackoffPolicy
-from hypaware.plugins.webhook import WebhookWire, sign
-from hypaware.request.sink import RequestSink
-from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
 from hypaware.core.types import ExportOptions
+from hypaware.request.backoff import BackoffPolicy
+from hypaware.request.sink import RequestSink
+from hypaware.request.webhook import WebhookWire, sign
+from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
 
 from .helpers import FakeClock, ScriptedTransport, make_export, make_partition, ok
 

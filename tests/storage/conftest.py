@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from hypaware.blob.store import ObstoreBlobStore
-from hypaware.core.config import structure_config
+from hypaware.core.config_converter import structure_config
 from hypaware.core.errors import Problem
 from hypaware.core.manifest import PluginManifest
-from hypaware.plugins import azure, gcs, local_fs, memory, s3
 from hypaware.core.resolver import BuildContext
+from hypaware.plugins import azure, gcs, local_fs, memory, s3
 from hypaware.testing.peers import AzuritePeer, GCSServer, S3Peer
 
 STORES = ["memory", "local", "s3", "azure", "gcs"]

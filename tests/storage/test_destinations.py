@@ -12,14 +12,16 @@ from typing import Any
 import pytest
 
 from hypaware.blob.store import ObstoreBlobStore
-from hypaware.core.config import load_config
+from hypaware.core.config_loader import load_config
 from hypaware.core.contracts import Sink
 from hypaware.core.errors import ConfigError
 from hypaware.core.manifest import BLOB_STORE, ENCODER, QUERYABLE, PluginManifest
-from hypaware.plugins import azure, gcs, local_fs, memory, s3
 from hypaware.core.registry import Registry
-from hypaware.core.resolver import BuildContext, SinkPlan, build, resolve
+from hypaware.core.resolver import BuildContext, SinkPlan, resolve
 from hypaware.core.secrets import Secret
+from hypaware.destinations import memory as memory_destination
+from hypaware.export.build import build
+from hypaware.plugins import azure, gcs, local_fs, memory, s3
 from hypaware.testing.peers import AzuritePeer, GCSServer, S3Peer
 
 from .conftest import make_ctx
@@ -184,7 +186,7 @@ async def test_memory_named_stores_are_shared(tmp_path: Path) -> None:
     two = build_destination(plan, make_ctx(tmp_path))
     await one.put("k", b"v")
     assert await two.get("k") == b"v"
-    assert one.store is memory.shared_store("shared-test")
+    assert one.store is memory_destination.shared_store("shared-test")
     private = build_destination(plan_for("@hypaware/memory", {}), make_ctx(tmp_path))
     assert [m async for m in private.list()] == []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from obstore import exceptions as obx
 
+from hypaware.blob.errors import translate_error
 from hypaware.core.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -13,7 +14,6 @@ from hypaware.core.errors import (
     StoreError,
     TransientStoreError,
 )
-from hypaware.blob.errors import translate_error
 
 LABEL = "sink 'archive' (@hypaware/azure az://acct/c)"
 URL = "https://acct.blob.core.windows.net/c/x?sv=2021&sig=TOPSECRET"

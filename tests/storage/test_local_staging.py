@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from hypaware import Registry, build, load_config, resolve
-from hypaware.plugins.local_fs import STAGING_MAX_AGE
+from hypaware.destinations.local_fs import STAGING_MAX_AGE
 
 
 def test_building_removes_old_staging_files_only(tmp_path: Path) -> None:

@@ -1,0 +1,251 @@
+"""Encoding files and streaming them to the store: the writing half of `BlobSink`.
+
+`FileWriter` is a base of `BlobSink`. It reads and encodes on one worker
+thread of the sink's own, never on the event loop, and hands the encoded
+bytes to the store a few MiB at a time, one hand-off ahead: the worker
+encodes the next chunks while the store writes these, and the store
+finishes one file while the worker encodes the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import AsyncGenerator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+
+from hypaware.blob.day_passes import DayFeed
+from hypaware.blob.layout import day_name
+from hypaware.core.types import ExportBatch, ObjectMeta, PartitionRef
+
+if TYPE_CHECKING:
+    from hypaware.blob.batch_index import BatchIndex
+    from hypaware.core.contracts import BlobStore, Encoder
+
+__all__ = ["FileWriter", "PartitionFailed", "SinkClosing", "WrittenFiles"]
+
+# The sink's logger: one name for everything a blob sink logs.
+log = logging.getLogger("hypaware.blob.sink")
+
+_DONE = object()
+T = TypeVar("T")
+
+
+class SinkClosing(Exception):
+    """Raised inside an in-flight export when the sink is closed under it."""
+
+
+class _SourceFailed(Exception):
+    """Reading or encoding failed (the cause is chained), not the store."""
+
+
+class PartitionFailed(Exception):
+    """`part` could not be read or encoded (the cause is chained)."""
+
+    def __init__(self, part: PartitionRef | None) -> None:
+        super().__init__(part.id if part is not None else "")
+        self.part = part
+
+
+@attrs.define
+class WrittenFiles:
+    """What one attempt at a batch wrote."""
+
+    paths: dict[str, set[str]] = attrs.field(factory=dict)  # day directory -> object names
+    size: int = 0
+    files: int = 0
+    puts: deque[asyncio.Future[ObjectMeta]] = attrs.field(factory=deque)  # still completing
+
+    async def settle_one(self) -> None:
+        """Wait for the oldest put still completing; raises what it raised."""
+        meta = await self.puts.popleft()
+        self.size += meta.size
+        self.files += 1
+
+
+class FileWriter:
+    """Writes a batch's files, pass by pass, for the `BlobSink` it is a base of."""
+
+    # What the methods below use; `BlobSink.__init__` sets them.
+    name: str
+    store: BlobStore
+    encoder: Encoder
+    index: BatchIndex
+    _executor: ThreadPoolExecutor | None
+    _lock: threading.Lock
+    _closed: bool
+
+    async def _write(
+        self, batch: ExportBatch, stem: str, dataset_dir: str, feed: DayFeed
+    ) -> WrittenFiles:
+        """Write every pass `feed` plans; what was written, once every put has completed."""
+        written = WrittenFiles()
+        try:
+            while (step := feed.next_pass()) is not None:
+                target, parts = step
+                try:
+                    await self._write_pass(batch, stem, dataset_dir, feed, target, parts, written)
+                except _SourceFailed as exc:
+                    raise PartitionFailed(feed.current) from exc.__cause__
+            while written.puts:
+                await written.settle_one()
+        except BaseException:
+            for put in written.puts:
+                put.cancel()
+            await asyncio.gather(*written.puts, return_exceptions=True)
+            raise
+        return written
+
+    async def _write_pass(
+        self,
+        batch: ExportBatch,
+        stem: str,
+        dataset_dir: str,
+        feed: DayFeed,
+        target: list[int | None],
+        parts: list[PartitionRef],
+        written: WrittenFiles,
+    ) -> None:
+        rows = feed.rows_of(parts, target)
+        files = self.encoder.encode(batch.dataset.schema, rows)
+        try:
+            while (chunks := await self._pull(files)) is not _DONE:
+                assert isinstance(chunks, Iterator)
+                day_dir = f"{dataset_dir}/date={day_name(target[0])}"
+                names = written.paths.get(day_dir)
+                if names is None:
+                    # Recorded before the first object lands there, so that a
+                    # later attempt knows where to look for stale objects.
+                    self.index.touch(stem, day_dir)
+                    names = written.paths[day_dir] = set()
+                name = f"{stem}-{len(names):04d}.{self.encoder.extension}"
+                names.add(name)
+                await self._put(f"{day_dir}/{name}", chunks, written)
+        finally:
+            # Queued behind any pull still running in the worker, so the
+            # generators are never closed while they execute; shielded so a
+            # cancelled export still releases the reader.
+            await asyncio.shield(self._run(_close_all, files, rows))
+
+    # ------------------------------------------------------------------ threads
+
+    async def _pull(self, it: Iterator[T]) -> T | object:
+        return await self._await_pull(self._submit(_next_or_done, it))
+
+    @staticmethod
+    async def _await_pull(pending: asyncio.Future[T]) -> T:
+        try:
+            return await pending
+        except Exception as exc:
+            raise _SourceFailed from exc
+
+    async def _put(self, path: str, chunks: Iterator[bytes], written: WrittenFiles) -> None:
+        """Start writing one file; return once its bytes are all handed to the store.
+
+        The store finishes the object (the rename, the multipart completion)
+        while the worker encodes the next file; at most one such put is
+        still completing when the next one starts.
+        """
+        drained = asyncio.Event()
+        put = asyncio.ensure_future(self._put_stream(path, self._stream(chunks, drained)))
+        written.puts.append(put)
+        handed = asyncio.ensure_future(drained.wait())
+        try:
+            while True:
+                waiting: set[asyncio.Future[Any]] = {handed, *written.puts}
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                # An earlier put that failed stops the batch now, not a file later.
+                while written.puts and written.puts[0].done():
+                    await written.settle_one()
+                if handed.done() or put.done():
+                    break
+        finally:
+            handed.cancel()
+        while len(written.puts) > 1:
+            await written.settle_one()
+
+    async def _put_stream(self, path: str, stream: AsyncGenerator[bytes, None]) -> ObjectMeta:
+        try:
+            return await self.store.put(path, stream)
+        finally:
+            # A store that stops early leaves the stream suspended: closed
+            # here, so its read-ahead is released now, not at collection.
+            await stream.aclose()
+
+    async def _stream(
+        self, chunks: Iterator[bytes], drained: asyncio.Event
+    ) -> AsyncGenerator[bytes, None]:
+        # One hand-off ahead: the worker encodes the next chunks while
+        # the store writes these.
+        pending = self._submit(_take_chunks, chunks)
+        try:
+            while got := await self._await_pull(pending):
+                if self._closed:
+                    raise SinkClosing
+                pending = self._submit(_take_chunks, chunks)
+                yield got
+            drained.set()
+        finally:
+            # The store may stop early (a failed upload): the read-ahead then
+            # finishes on its own and its outcome is dropped on purpose.
+            pending.add_done_callback(_discard_outcome)
+
+    # --------------------------------------------------------------- threads
+
+    def _submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        with self._lock:
+            if self._executor is None:
+                # One worker: pulls of one generator must never overlap.
+                self._executor = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix=f"hypaware-{self.name}"
+                )
+            executor = self._executor
+        return asyncio.get_running_loop().run_in_executor(executor, fn, *args)
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await self._submit(fn, *args)
+
+
+def _discard_outcome(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+# Hand-offs of a few MiB, joined into one piece: every crossing costs a
+# wake-up on both sides, and obstore takes a stream of 1 MiB pieces several
+# times slower than one of 2-4 MiB pieces (each is a trip through the loop).
+_HANDOFF_BYTES = 2 * 1024 * 1024
+
+
+def _take_chunks(chunks: Iterator[bytes]) -> bytes:
+    """The next chunks joined, about `_HANDOFF_BYTES` of them; empty at the end."""
+    out: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        if chunk:
+            out.append(chunk)
+            size += len(chunk)
+            if size >= _HANDOFF_BYTES:
+                break
+    return out[0] if len(out) == 1 else b"".join(out)
+
+
+def _next_or_done(it: Iterator[T]) -> T | object:
+    return next(it, _DONE)
+
+
+def _close_all(files: Iterator[Any], rows: Iterator[Any]) -> None:
+    # Called on the way out, often after a failure: a second error here
+    # would only hide the first, so it is logged, not raised.
+    for close in (getattr(files, "close", None), getattr(rows, "close", None)):
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception:
+            log.debug("closing a partition stream failed", exc_info=True)

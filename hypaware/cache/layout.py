@@ -1,0 +1,237 @@
+"""Where a `LocalCache` keeps its files, and the base every part of it builds on.
+
+The file names below spell out the layout drawn in `hypaware.cache.local`.
+`CacheDirectory` holds what the read path, the write path and retention
+share: the dataset descriptions (``dataset.json``), the seq counter, the
+per-dataset lock, and atomic writes (write a temp file, fsync, rename).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hypaware.cache.partitioning import GRAINS, dump_info, load_info
+from hypaware.core.errors import CacheError
+from hypaware.core.types import DatasetInfo
+
+__all__ = [
+    "CHUNK_NAME",
+    "SEALING_NAME",
+    "SEGMENT_META",
+    "SEGMENT_NAME",
+    "CacheDirectory",
+    "LocalCacheStats",
+]
+
+# Every part of LocalCache logs under the module users import it from
+# (docs/export.md names that logger), wherever the code lives.
+log = logging.getLogger("hypaware.cache.local")
+
+_DATASET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+SEGMENT_NAME = re.compile(r"^(\d{12})-([A-Za-z0-9_-]+)\.parquet$")
+# Chunk names: "<key dir>.<time>-<pid>-<n>.arrow"; claimed ones get "<seq>." in front.
+CHUNK_NAME = re.compile(r"^([A-Za-z0-9_-]+)\.(\d{20}-\d+-\d+)\.arrow$")
+SEALING_NAME = re.compile(r"^(\d{12})\.([A-Za-z0-9_-]+)\.(\d{20}-\d+-\d+)\.arrow$")
+SEGMENT_META = "hypaware.segment"
+
+
+@attrs.define
+class LocalCacheStats:
+    """Counters of things the cache skipped or was forced to do; never reset."""
+
+    corrupt_segments: int = 0
+    unreadable_datasets: int = 0
+    missing_root: int = 0
+    io_errors: int = 0
+    dropped_partitions: int = 0
+    forced_drops: int = 0
+    recovered_seals: int = 0
+
+
+class CacheDirectory:
+    """The base of `LocalCache`: its datasets, seq counters, lock and atomic writes.
+
+    `LocalCache.__init__` sets the attributes declared here.
+    """
+
+    path: Path
+    fsync: bool
+    stats: LocalCacheStats
+    _clock: Callable[[], datetime]
+    _infos: dict[str, DatasetInfo]
+    _warned_missing: bool
+
+    # ------------------------------------------------------------ datasets
+
+    def define_dataset(self, info: DatasetInfo) -> DatasetInfo:
+        """Create `info.name`, or check that it already exists with the same description.
+
+        Raises `CacheError` when the dataset exists with a different schema or
+        partitioning, or when the directory cannot be written.
+        """
+        _check_dataset_name(info.name)
+        if info.time_grain is not None and info.time_grain not in GRAINS:
+            raise CacheError(
+                f"dataset {info.name!r}: time_grain {info.time_grain!r} is not one of "
+                f"{', '.join(GRAINS)} or None"
+            )
+        existing = self._load_info(info.name, quiet=True)
+        if existing is not None:
+            if existing != info:
+                raise CacheError(
+                    f"dataset {info.name!r} already exists in {self.path} with a different "
+                    "schema or partitioning"
+                )
+            return existing
+        directory = self.path / info.name
+        try:
+            for sub in ("open", "sealing", "sealed"):
+                (directory / sub).mkdir(parents=True, exist_ok=True)
+            self._atomic_write(directory / "dataset.json", dump_info(info))
+        except OSError as exc:
+            raise CacheError(f"cannot create dataset {info.name!r} in {self.path}: {exc}") from exc
+        self._infos[info.name] = info
+        return info
+
+    def has_dataset(self, name: str) -> bool:
+        """Whether `name` is defined (quietly False when the cache directory is missing)."""
+        return self._load_info(name, quiet=True) is not None
+
+    def datasets(self) -> Sequence[DatasetInfo]:
+        if not self.path.is_dir():
+            if not self._warned_missing:
+                self._warned_missing = True
+                self.stats.missing_root += 1
+                log.warning(
+                    "cache directory %s does not exist; no datasets to export",
+                    self.path,
+                    extra={"cache_path": str(self.path)},
+                )
+            return []
+        out = []
+        try:
+            names = sorted(p.name for p in self.path.iterdir() if p.is_dir())
+        except OSError as exc:
+            raise CacheError(f"cannot list cache directory {self.path}: {exc}") from exc
+        for name in names:
+            info = self._load_info(name)
+            if info is not None:
+                out.append(info)
+        return out
+
+    def dataset(self, name: str) -> DatasetInfo:
+        """The description of dataset `name`; `CacheError` if there is none."""
+        info = self._load_info(name, quiet=True)
+        if info is None:
+            raise CacheError(f"the cache at {self.path} has no dataset {name!r}")
+        return info
+
+    def _load_info(self, name: str, *, quiet: bool = False) -> DatasetInfo | None:
+        if name in self._infos:
+            return self._infos[name]
+        path = self.path / name / "dataset.json"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._unreadable(name, path, exc, quiet)
+            return None
+        try:
+            info = load_info(text)
+        except (ValueError, KeyError, TypeError) as exc:
+            self._unreadable(name, path, exc, quiet)
+            return None
+        self._infos[name] = info
+        return info
+
+    def _unreadable(self, name: str, path: Path, exc: BaseException, quiet: bool) -> None:
+        if quiet:
+            return
+        self.stats.unreadable_datasets += 1
+        log.warning(
+            "cache dataset %r skipped: cannot read %s: %s",
+            name,
+            path,
+            exc,
+            extra={"dataset": name, "cache_path": str(path)},
+        )
+
+    # ----------------------------------------------------------- seq counter
+
+    def _next_seq(self, dataset: str) -> int:
+        directory = self.path / dataset
+        seqs = [self._counter(dataset)]
+        for sub, pattern in (("sealed", SEGMENT_NAME), ("sealing", SEALING_NAME)):
+            with contextlib.suppress(FileNotFoundError):
+                for entry in os.listdir(directory / sub):
+                    m = pattern.match(entry)
+                    if m:
+                        seqs.append(int(m.group(1)))
+        return max(seqs) + 1
+
+    def _counter(self, dataset: str) -> int:
+        try:
+            return int((self.path / dataset / "seq").read_text().strip() or 0)
+        except FileNotFoundError:
+            return 0
+        except ValueError as exc:
+            raise CacheError(f"seq counter of dataset {dataset!r} is corrupt: {exc}") from exc
+
+    # ------------------------------------------------------------- helpers
+
+    @contextlib.contextmanager
+    def _lock(self, dataset: str) -> Iterator[None]:
+        path = self.path / dataset / ".lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise CacheError(f"cannot write to dataset {dataset!r} in {self.path}: {exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _atomic_write(self, path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+        self._atomic_write_with(path, lambda f: f.write(data), sync_dir=sync_dir)
+
+    def _atomic_write_with(
+        self, path: Path, write: Callable[[Any], object], *, sync_dir: bool = True
+    ) -> None:
+        tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
+        with open(tmp, "wb") as f:
+            write(f)
+            if self.fsync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.rename(tmp, path)
+        if sync_dir:
+            self._sync_dir(path.parent)
+
+    def _sync_dir(self, path: Path) -> None:
+        if not self.fsync:
+            return
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _check_dataset_name(name: str) -> None:
+    if not _DATASET_NAME.match(name):
+        raise CacheError(
+            f"dataset name {name!r} is not usable as a directory: use letters, digits, "
+            "'_', '-' and '.', not starting with '.' or '-'"
+        )

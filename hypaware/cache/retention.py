@@ -1,0 +1,105 @@
+"""Retention for `LocalCache`: drop sealed partitions every sink is done with, or past a cap."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from hypaware.cache.layout import SEGMENT_NAME, log
+from hypaware.cache.protocol import ExportFloor, RetentionReport
+from hypaware.cache.reads import CacheReads, Segment
+from hypaware.core.errors import CacheError
+
+__all__ = ["CacheRetention"]
+
+
+class CacheRetention(CacheReads):
+    """Dropping old sealed partitions (part of `LocalCache`)."""
+
+    # Set by `LocalCache.__init__`; see its docstring.
+    retention: timedelta | None
+    max_bytes: int | None
+    max_age: timedelta | None
+
+    def enforce_retention(
+        self, floors: Mapping[str, ExportFloor], *, now: datetime | None = None
+    ) -> RetentionReport:
+        now = now or self._clock()
+        candidates: list[tuple[Segment, str, bool]] = []
+        for info in self.datasets():
+            floor = floors.get(info.name)
+            for entry in self._all_segments(info.name):
+                needed = floor is not None and floor.needs(self._ref(info, entry))
+                candidates.append((entry, info.name, needed))
+        drop: dict[Path, tuple[Segment, str, bool]] = {}
+        for seg, ds, needed in candidates:
+            age = now - seg.sealed_at
+            hard = self.max_age is not None and age > self.max_age
+            soft = self.retention is not None and age > self.retention and not needed
+            if hard or soft:
+                drop[seg.path] = (seg, ds, needed)
+        if self.max_bytes is not None:
+            kept = [c for c in candidates if c[0].path not in drop]
+            total = sum(c[0].byte_size for c in kept)
+            # Unneeded partitions go first, oldest first; needed ones only if that is not enough.
+            for seg, ds, needed in sorted(kept, key=lambda c: (c[2], c[0].sealed_at, c[0].seq)):
+                if total <= self.max_bytes:
+                    break
+                drop[seg.path] = (seg, ds, needed)
+                total -= seg.byte_size
+        dropped: list[str] = []
+        forced: list[str] = []
+        freed = 0
+        for seg, ds, needed in sorted(drop.values(), key=lambda c: (c[1], c[0].seq)):
+            try:
+                with self._lock(ds):
+                    self._raise_counter(ds)
+                    seg.path.unlink()
+                    self._sync_dir(seg.path.parent)
+            except FileNotFoundError:
+                pass
+            except (OSError, CacheError) as exc:
+                self.stats.io_errors += 1
+                log.warning(
+                    "cache retention could not drop %s: %s",
+                    seg.path,
+                    exc,
+                    extra={"dataset": ds, "cache_path": str(seg.path)},
+                )
+                continue
+            self._segments.pop(seg.path, None)
+            self.stats.dropped_partitions += 1
+            dropped.append(f"{ds}/{seg.id}")
+            freed += seg.byte_size
+            if needed:
+                self.stats.forced_drops += 1
+                forced.append(f"{ds}/{seg.id}")
+                log.warning(
+                    "cache retention dropped partition %s/%s before every sink exported it "
+                    "(hard cap reached)",
+                    ds,
+                    seg.id,
+                    extra={"dataset": ds, "partition": seg.id},
+                )
+        return RetentionReport(tuple(dropped), tuple(forced), freed)
+
+    def _all_segments(self, dataset: str) -> list[Segment]:
+        try:
+            entries = sorted(os.listdir(self.path / dataset / "sealed"))
+        except OSError:
+            return []
+        out = []
+        for entry in entries:
+            if SEGMENT_NAME.match(entry):
+                seg = self._segment(self.path / dataset / "sealed" / entry)
+                if seg is not None:
+                    out.append(seg)
+        return out
+
+    def _raise_counter(self, dataset: str) -> None:
+        # Seqs are never reused: the counter must cover a segment before the segment goes.
+        highest = self._next_seq(dataset) - 1
+        if highest > self._counter(dataset):
+            self._atomic_write(self.path / dataset / "seq", str(highest).encode())

@@ -1,0 +1,295 @@
+"""The write path of `LocalCache`: append rows as chunks, seal chunks into segments.
+
+A seal first renames each open chunk into ``sealing/`` under its
+partition's new seq (the commit point: from then on those rows belong to
+that seq), then writes the segments and removes the claimed chunks; a seal
+cut short by a crash is finished by the next writer (`recover`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hypaware.cache.layout import CHUNK_NAME, SEALING_NAME, SEGMENT_META, log
+from hypaware.cache.partitioning import bucket_closed, conform, key_dir, split_by_key, to_table
+from hypaware.cache.reads import CacheReads, Segment
+from hypaware.core.errors import CacheError
+from hypaware.core.types import DatasetInfo, PartitionRef
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["CacheWrites"]
+
+_KEY_META = b"hypaware.key"
+_chunk_counter = itertools.count()
+
+
+class CacheWrites(CacheReads):
+    """Appending rows, sealing them, finishing interrupted seals (part of `LocalCache`)."""
+
+    def append(
+        self,
+        dataset: str,
+        data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch] | Iterable[Mapping[str, Any]],
+    ) -> int:
+        """Add rows to `dataset`; they become exportable when sealed. Returns the row count.
+
+        `data` is an Arrow table, a record batch, record batches, or dicts
+        (one per row). Columns are matched by name and cast to the dataset's
+        schema. Rows are durable when this returns. Raises `CacheError` for
+        rows that do not fit the schema (naming the column) or a cache that
+        cannot be written.
+        """
+        import pyarrow as pa
+
+        info = self.dataset(dataset)
+        table = conform(info, to_table(info, data, pa))
+        if table.num_rows == 0:
+            return 0
+        directory = self.path / dataset
+        with self._lock(dataset):
+            try:
+                for key, part in split_by_key(info, table):
+                    name = (
+                        f"{key_dir(key)}.{time.time_ns():020d}-{os.getpid()}-"
+                        f"{next(_chunk_counter):06d}.arrow"
+                    )
+                    write = functools.partial(_write_ipc, table=part, key=key)
+                    self._atomic_write_with(directory / "open" / name, write, sync_dir=False)
+                # One directory fsync for all the chunks of this append.
+                self._sync_dir(directory / "open")
+            except OSError as exc:
+                raise CacheError(
+                    f"cannot append to dataset {dataset!r} in {self.path}: {exc}"
+                ) from exc
+        return int(table.num_rows)
+
+    def seal(
+        self, dataset: str | None = None, *, before: datetime | None = None
+    ) -> list[PartitionRef]:
+        """Seal the open partitions of `dataset` (default: every dataset).
+
+        With `before`, only partitions whose time bucket ends at or before it
+        are sealed (partitions without a time grain are always sealed). Each
+        sealed partition gets the next seq of its dataset. Returns them.
+        """
+        names = [dataset] if dataset is not None else [d.name for d in self.datasets()]
+        sealed: list[PartitionRef] = []
+        for name in names:
+            info = self.dataset(name)
+            with self._lock(name):
+                self._recover(name)
+                sealed.extend(self._seal_locked(info, before))
+        return sealed
+
+    def _seal_locked(self, info: DatasetInfo, before: datetime | None) -> list[PartitionRef]:
+        directory = self.path / info.name
+        try:
+            entries = sorted(os.listdir(directory / "open"))
+        except FileNotFoundError:
+            return []
+        by_key: dict[str, list[str]] = {}
+        for entry in entries:
+            m = CHUNK_NAME.match(entry)
+            if m:
+                by_key.setdefault(m.group(1), []).append(entry)
+        claimed: list[int] = []
+        try:
+            # Claim every partition first (one directory fsync for all of them), then
+            # write the segments. A chunk is claimed by renaming it under its seq: the
+            # commit point. Should a crash interrupt the claims of one key, the chunks
+            # claimed so far make that seq's partition and the rest a later one.
+            seq = self._next_seq(info.name)
+            for chunks in by_key.values():
+                if before is not None:
+                    key = _chunk_key(directory / "open" / chunks[0])
+                    if not bucket_closed(key, info, before):
+                        continue
+                for chunk in chunks:
+                    os.rename(
+                        directory / "open" / chunk, directory / "sealing" / f"{seq:012d}.{chunk}"
+                    )
+                claimed.append(seq)
+                seq += 1
+            if not claimed:
+                return []
+            self._sync_dir(directory / "sealing")
+            self._sync_dir(directory / "open")
+            self._atomic_write(directory / "seq", str(seq - 1).encode())
+            segments = self._finish_seals(info, self._claims(info.name))
+            wanted = set(claimed)
+            return [self._ref(info, s) for s in segments if s.seq in wanted]
+        except OSError as exc:
+            raise CacheError(f"cannot seal dataset {info.name!r} in {self.path}: {exc}") from exc
+
+    def _claims(self, dataset: str) -> dict[int, tuple[str, list[Path]]]:
+        """Chunks claimed by seals, by seq: (key directory name, chunk paths)."""
+        claims: dict[int, tuple[str, list[Path]]] = {}
+        sealing = self.path / dataset / "sealing"
+        with contextlib.suppress(FileNotFoundError):
+            for entry in sorted(os.listdir(sealing)):
+                m = SEALING_NAME.match(entry)
+                if m:
+                    claims.setdefault(int(m.group(1)), (m.group(2), []))[1].append(sealing / entry)
+        return claims
+
+    def _finish_seals(
+        self, info: DatasetInfo, claims: Mapping[int, tuple[str, list[Path]]]
+    ) -> list[Segment]:
+        """Write the segments of claimed partitions, then release the claims in seq order."""
+        if not claims:
+            return []
+        order = sorted(claims)
+        finals = [self._write_segment(info, seq, *claims[seq]) for seq in order]
+        self._sync_dir(finals[0].parent)
+        segments = []
+        for seq, final in zip(order, finals, strict=True):
+            for chunk in claims[seq][1]:
+                with contextlib.suppress(FileNotFoundError):
+                    chunk.unlink()
+            segment = self._segment(final)
+            if segment is None:
+                raise CacheError(f"segment {final} was written but cannot be read back")
+            segments.append(segment)
+        self._sync_dir(self.path / info.name / "sealing")
+        return segments
+
+    def _write_segment(self, info: DatasetInfo, seq: int, keydir: str, chunks: list[Path]) -> Path:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        final = self.path / info.name / "sealed" / f"{seq:012d}-{keydir}.parquet"
+        if final.exists():
+            return final
+        sealed_at = self._clock()
+        rows = 0
+        lo: Any = None
+        hi: Any = None
+        key: Any = {}
+        tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
+        with pq.ParquetWriter(tmp, info.schema, compression="zstd") as writer:
+            for chunk in sorted(chunks):
+                try:
+                    with pa.memory_map(str(chunk)) as source:
+                        table = pa.ipc.open_file(source).read_all()
+                except pa.ArrowException as exc:
+                    raise CacheError(
+                        f"cannot seal dataset {info.name!r}: chunk {chunk} is unreadable ({exc}); "
+                        "move it aside to seal the rest"
+                    ) from exc
+                key = _key_of(table.schema) or key
+                table = table.replace_schema_metadata(info.schema.metadata)
+                if table.num_rows == 0:
+                    continue
+                writer.write_table(table)
+                rows += table.num_rows
+                mm = pc.min_max(table.column(info.time_column))
+                lo = _min(lo, mm["min"].as_py())
+                hi = _max(hi, mm["max"].as_py())
+            doc = {
+                "seq": seq,
+                "key": key,
+                "rows": rows,
+                "sealed_at": sealed_at.isoformat(),
+                "min_time": _iso(lo),
+                "max_time": _iso(hi),
+            }
+            writer.add_key_value_metadata({SEGMENT_META: json.dumps(doc)})
+        if self.fsync:
+            _fsync_file(tmp)
+        os.rename(tmp, final)
+        return final
+
+    def _recover(self, dataset: str) -> None:
+        """Finish seals cut short by a crash and remove half-written temp files."""
+        directory = self.path / dataset
+        info = self.dataset(dataset)
+        for sub in ("sealed", "open"):
+            for tmp in _walk_temps(directory / sub):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+        claims = self._claims(dataset)
+        if claims:
+            self._finish_seals(info, claims)
+            self.stats.recovered_seals += len(claims)
+            log.info(
+                "cache dataset %r: finished %d interrupted seals",
+                dataset,
+                len(claims),
+                extra={"dataset": dataset},
+            )
+
+    def recover(self) -> None:
+        """Finish interrupted seals of every dataset now (writers also do it on their own)."""
+        for info in self.datasets():
+            with self._lock(info.name):
+                self._recover(info.name)
+
+
+def _write_ipc(f: Any, table: pa.Table, key: Mapping[str, Any]) -> None:
+    import pyarrow as pa
+
+    # The partition key travels in the chunk itself, so a chunk needs no side file.
+    schema = table.schema.with_metadata(
+        {**(table.schema.metadata or {}), _KEY_META: json.dumps(key)}
+    )
+    with pa.ipc.new_file(f, schema) as writer:
+        writer.write_table(table.replace_schema_metadata(schema.metadata))
+
+
+def _key_of(schema: pa.Schema) -> Any:
+    raw = (schema.metadata or {}).get(_KEY_META)
+    return None if raw is None else json.loads(raw)
+
+
+def _chunk_key(path: Path) -> Any:
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as source:
+        return _key_of(pa.ipc.open_file(source).schema) or {}
+
+
+def _walk_temps(directory: Path) -> Iterator[Path]:
+    if not directory.is_dir():
+        return
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            if name.startswith(".tmp-"):
+                yield Path(root) / name
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _min(a: Any, b: Any) -> Any:
+    return b if a is None else (a if b is None else min(a, b))
+
+
+def _max(a: Any, b: Any) -> Any:
+    return b if a is None else (a if b is None else max(a, b))
+
+
+def _iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return str(value.isoformat())
+    return str(value)

@@ -1,0 +1,146 @@
+"""The cattrs rules configs are structured with, and their errors as `Problem`s with paths.
+
+Scalars are strict (no bool for a number, no number for a string), unknown
+keys are refused with a did-you-mean, and a failed validator is reported at
+its field's own path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
+from cattrs.v import format_exception
+
+from hypaware.core.config import FieldValueError
+from hypaware.core.errors import Problem
+from hypaware.core.registry import did_you_mean
+from hypaware.core.secrets import Secret
+
+__all__ = ["join_path", "json_type", "make_converter", "structure_config"]
+
+T = TypeVar("T")
+
+
+def _strict(kind: type, label: str) -> Any:
+    def hook(value: Any, _type: Any) -> Any:
+        # bool is an int in Python but never what a config author meant by a number.
+        if isinstance(value, bool) and kind is not bool:
+            raise TypeError(f"expected {label}, got a boolean")
+        if kind is float and isinstance(value, int):
+            return float(value)
+        if not isinstance(value, kind):
+            raise TypeError(f"expected {label}, got {json_type(value)}")
+        return value
+
+    return hook
+
+
+def json_type(value: Any) -> str:
+    """How problems name the JSON type of `value`: "a number", "an object", ..."""
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
+
+
+def _structure_secret(value: Any, _type: Any) -> Secret:
+    if isinstance(value, Secret):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string or ${{ENV_VAR}} reference, got {json_type(value)}")
+    return Secret(value)
+
+
+def make_converter() -> cattrs.Converter:
+    """The converter hypaware structures configs with: strict scalars, no unknown keys.
+
+    Plugin authors get the same rules by using it for their config classes
+    (the resolver does this for them).
+    """
+    conv = cattrs.Converter(forbid_extra_keys=True)
+    conv.register_structure_hook(str, _strict(str, "a string"))
+    conv.register_structure_hook(int, _strict(int, "an integer"))
+    conv.register_structure_hook(float, _strict(float, "a number"))
+    conv.register_structure_hook(bool, _strict(bool, "true or false"))
+    conv.register_structure_hook(Secret, _structure_secret)
+    conv.register_unstructure_hook(Secret, lambda s: s.unwrap_raw())
+    return conv
+
+
+_FIELD_MARK = "\x00"
+
+
+def _format_exception(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, FieldValueError):
+        return f"{_FIELD_MARK}{exc.field}{_FIELD_MARK}{exc.message}"
+    # Our own hooks already word their messages for config authors; keep them.
+    if isinstance(exc, TypeError | ValueError) and str(exc).startswith(("expected", "must")):
+        return str(exc)
+    if isinstance(exc, ValueError) and str(exc):
+        return str(exc)
+    return format_exception(exc, type_)
+
+
+def _problems_from_cattrs(exc: Exception, path: str) -> list[Problem]:
+    problems: list[Problem] = []
+    for line in cattrs.transform_error(exc, path="$", format_exception=_format_exception):
+        message, _, where = line.rpartition(" @ ")
+        if not message:
+            message, where = line, "$"
+        sub = where[1:].lstrip(".")
+        if message.startswith(_FIELD_MARK):
+            field, _, message = message[1:].partition(_FIELD_MARK)
+            sub = ".".join(p for p in (sub, field) if p)
+        full = ".".join(p for p in (path, sub) if p)
+        problems.append(Problem(full, message))
+    return problems
+
+
+def structure_config(
+    cls: type[T],
+    data: Any,
+    path: str,
+    problems: list[Problem],
+    converter: cattrs.Converter | None = None,
+) -> T | None:
+    """Structure `data` into `cls`, appending problems (with paths under `path`) on failure.
+
+    Unknown keys get a did-you-mean; attrs validator failures and wrong
+    types are reported with the field's path. Returns None on failure.
+    """
+    conv = converter or make_converter()
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        problems.append(Problem(path, f"expected an object, got {json_type(data)}"))
+        return None
+    if attrs.has(cls):
+        names = [a.alias for a in attrs.fields(cls)]
+        unknown = [k for k in data if k not in names]
+        for key in unknown:
+            problems.append(
+                Problem(join_path(path, key), f"unknown key{did_you_mean(str(key), names)}")
+            )
+        if unknown:
+            return None
+    try:
+        return conv.structure(dict(data), cls)
+    except (ClassValidationError, ForbiddenExtraKeysError) as exc:
+        problems.extend(_problems_from_cattrs(exc, path))
+    except (TypeError, ValueError) as exc:
+        problems.append(Problem(path, str(exc)))
+    return None
+
+
+def join_path(path: str, key: object) -> str:
+    """The problem path of `key` under `path` (just `key` at the top)."""
+    return f"{path}.{key}" if path else str(key)

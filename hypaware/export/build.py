@@ -1,0 +1,86 @@
+"""`build`: a resolved `SinkPlan` becomes a live sink.
+
+Sits above every sink room: it imports each plugin's factory through its
+manifest and, for a blob sink, composes destination, encoder and writer into
+a `BlobSink` or a `TableSink`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hypaware.core.config import HypawareConfig
+from hypaware.core.errors import ConfigError, HypawareError, PluginError
+from hypaware.core.manifest import TABLE_FORMAT
+from hypaware.core.resolver import BuildContext, Component, SinkPlan
+
+__all__ = ["build"]
+
+
+def build(
+    plan: SinkPlan,
+    *,
+    config: HypawareConfig | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Any:
+    """Construct the live sink for `plan`.
+
+    Imports the plugins' factories, reads secrets from `env` (default:
+    ``os.environ``), and for a blob sink composes destination and writer.
+    Raises `ConfigError` (a missing secret) or `PluginError` naming the sink
+    and plugin when a factory fails or returns something that is not what its
+    kind promises. Returns a `hypaware.core.contracts.Sink`.
+    """
+    from hypaware.core.contracts import BlobStore, Encoder, Sink, TableFormat
+
+    base = Path(config.base_dir) if config is not None and config.base_dir else Path.cwd()
+    state = config.state_path if config is not None else base / ".hypaware"
+    ctx = BuildContext(
+        sink_name=plan.name,
+        state_dir=state / "sinks" / plan.name,
+        base_dir=base,
+        env=dict(os.environ) if env is None else dict(env),
+    )
+
+    def make(component: Component, expected: type, *args: Any, **kwargs: Any) -> Any:
+        factory = component.manifest.load_factory()
+        try:
+            obj = factory(component.config, ctx, *args, **kwargs)
+        except ConfigError:
+            raise
+        except HypawareError as exc:
+            raise PluginError(
+                f"sink {plan.name!r}: plugin {component.name} failed to build: {exc}"
+            ) from exc
+        except Exception as exc:
+            raise PluginError(
+                f"sink {plan.name!r}: plugin {component.name} failed to build: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(obj, expected):
+            raise PluginError(
+                f"sink {plan.name!r}: factory of plugin {component.name} returned a "
+                f"{type(obj).__name__}, which is not a {expected.__name__}"
+            )
+        return obj
+
+    if plan.plugin is not None:
+        return make(plan.plugin, Sink)
+
+    assert plan.writer is not None
+    assert plan.destination is not None
+    assert plan.encoder is not None
+    store = make(plan.destination, BlobStore)
+    encoder = make(plan.encoder, Encoder)
+    if TABLE_FORMAT in plan.writer.manifest.provides:
+        from hypaware.blob.table_sink import TableSink
+
+        table = make(plan.writer, TableFormat, store=store, encoder=encoder)
+        return TableSink(plan.name, table)
+    from hypaware.blob.batch_index import INDEX_FILE, BatchIndex
+    from hypaware.blob.sink import BlobSink
+
+    return BlobSink(plan.name, store, encoder, BatchIndex(ctx.state_dir / INDEX_FILE))

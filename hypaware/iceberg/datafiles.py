@@ -1,0 +1,255 @@
+"""Data files: a batch's rows read, laid out by day and written as Parquet files.
+
+`read_partitions` reads a batch's partitions conformed to the table's write
+schema, keeping the ones that cannot be read aside. `DataFileWriter` sorts
+the rows by day, lookup key and time (see `hypaware.iceberg.layout`),
+encodes one or more files per day through the blob store, at names fixed by
+sink, dataset and batch, and describes each file as the Iceberg `DataFile` a
+commit registers (see `hypaware.iceberg.commit`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import attrs
+import obstore
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.io.pyarrow import (
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+)
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.table import Table
+from pyiceberg.typedef import Record
+
+from hypaware.blob.errors import translate_error
+from hypaware.core.types import DatasetInfo, ExportBatch, RetryPartition
+from hypaware.iceberg import layout
+from hypaware.iceberg.catalog import IcebergError, _brief
+from hypaware.iceberg.fileio import ObstoreInputFile, StoreRoot
+from hypaware.iceberg.schema import IncompatibleSchemaError, conform_batch
+
+if TYPE_CHECKING:
+    from hypaware.core.contracts import Encoder
+
+__all__ = ["DataFileWriter", "ReadBatch", "WrittenFile", "read_partitions"]
+
+# The table format's logger: one name for everything a sink's writes log.
+log = logging.getLogger("hypaware.iceberg.table_format")
+
+# Multipart part size for data files (S3 needs at least 5 MiB per part).
+PUT_CHUNK_SIZE = 8 * 1024 * 1024
+# Days encoded at once; each holds about one row group in memory.
+ENCODE_THREADS = max(1, min(4, os.cpu_count() or 1))
+
+
+@attrs.frozen
+class WrittenFile:
+    """One data file written: where it is, its day partition and its size."""
+
+    location: str
+    key: str
+    day: int | None
+    size: int
+
+
+@attrs.define
+class ReadBatch:
+    """A batch's rows, read and conformed, and the partitions that could not be."""
+
+    data: pa.Table | None
+    ok: list[str]
+    failed: list[RetryPartition]
+
+
+def read_partitions(batch: ExportBatch, target: pa.Schema, what: str) -> ReadBatch:
+    """The batch's rows conformed to `target`; partitions that cannot be read are set aside."""
+    tables: list[pa.Table] = []
+    ok: list[str] = []
+    failed: list[RetryPartition] = []
+    for part in batch.partitions:
+        where = f"{what}, partition {part.id!r}"
+        try:
+            reader = part.open()
+            try:
+                batches = [conform_batch(b, target, what=where) for b in reader]
+            finally:
+                reader.close()
+        except IncompatibleSchemaError as exc:
+            failed.append(RetryPartition(part.id, str(exc), retryable=False))
+            continue
+        except Exception as exc:
+            failed.append(RetryPartition(part.id, f"{where}: cannot read: {_brief(exc)}"))
+            continue
+        tables.append(pa.Table.from_batches(batches, schema=target))
+        ok.append(part.id)
+    if not tables:
+        return ReadBatch(None, ok, failed)
+    # Chunked, not combined: the layout slices it without copying rows.
+    return ReadBatch(pa.concat_tables(tables), ok, failed)
+
+
+class DataFileWriter:
+    """Writes a batch's rows as Parquet data files under a table's location.
+
+    - `root`: the store the files go to, and the URL they are named by.
+    - `encoder`: turns rows into Parquet bytes (with Iceberg field ids).
+    - `sink`: the sink's name, part of every file name.
+    """
+
+    def __init__(self, root: StoreRoot, encoder: Encoder, sink: str) -> None:
+        self._root = root
+        self._encoder = encoder
+        self.sink = sink
+
+    def write_files(
+        self,
+        table: Table,
+        dataset: DatasetInfo,
+        data: pa.Table,
+        target: pa.Schema,
+        digest: str,
+        what: str,
+    ) -> list[WrittenFile]:
+        """Write `data` as files under `table`'s location, one or more per day.
+
+        Files an earlier attempt of this batch left are replaced or deleted;
+        if a file fails, the ones written are deleted and the error raised.
+        """
+        plan = layout.plan_days(data, dataset.time_column, dataset.lookup_key)
+        whole_lock = threading.Lock()
+        combined: list[pa.Table] = []
+
+        def whole() -> pa.Table:
+            # One contiguous copy of the batch, made on first need and shared by the days.
+            with whole_lock:
+                if not combined:
+                    combined.append(data.combine_chunks())
+                return combined[0]
+
+        stem = layout.data_file_stem(self.sink, dataset.name, digest)
+        base = table.location().rstrip("/")
+        written: list[WrittenFile] = []
+        lock = threading.Lock()
+
+        def write_day(rows: layout.DayRows) -> None:
+            directory = f"{base}/{layout.day_directory(dataset.time_column, rows.day)}"
+            batches = layout.day_batches(data, rows, target, whole=whole)
+            mine: set[str] = set()
+            for index, chunks in enumerate(self._encoder.encode(target, batches)):
+                location = f"{directory}/{layout.data_file_name(stem, index)}"
+                key = self._root.key(location)
+                size = self.put(key, location, chunks)
+                mine.add(key)
+                with lock:
+                    written.append(WrittenFile(location, key, rows.day, size))
+            self.delete_leftovers(directory, stem, mine)
+
+        # Days are independent files: encode them side by side (pyarrow releases the GIL).
+        workers = min(len(plan), ENCODE_THREADS)
+        try:
+            if workers <= 1:
+                for rows in plan:
+                    write_day(rows)
+            else:
+                with ThreadPoolExecutor(workers, thread_name_prefix="hypaware-iceberg") as pool:
+                    futures = [pool.submit(write_day, rows) for rows in plan]
+                    try:
+                        for future in futures:
+                            future.result()
+                    except BaseException:
+                        # Days not started are not worth writing; the pool waits for the rest.
+                        pool.shutdown(cancel_futures=True)
+                        raise
+        except BaseException:
+            self.delete(written)
+            raise
+        written.sort(key=lambda w: w.location)
+        return written
+
+    def put(self, key: str, location: str, chunks: Iterable[bytes]) -> int:
+        """Stream `chunks` to the store at `key`; the bytes written."""
+        size = 0
+        producer_error: BaseException | None = None
+
+        def counted() -> Iterator[bytes]:
+            nonlocal size, producer_error
+            try:
+                for chunk in chunks:
+                    size += len(chunk)
+                    yield chunk
+            except BaseException as exc:
+                producer_error = exc
+                raise
+
+        try:
+            obstore.put(self._root.store, key, counted(), chunk_size=PUT_CHUNK_SIZE)
+        except Exception as exc:
+            if producer_error is not None:
+                # The encoder failed, not the store: its own error says more.
+                raise producer_error from None
+            raise translate_error(exc, label=self._root.label, op="write", path=location) from exc
+        return size
+
+    def delete_leftovers(self, directory: str, stem: str, keep: set[str]) -> None:
+        """Remove files an earlier, interrupted attempt of this batch left in `directory`."""
+        prefix = self._root.key(directory) + "/"
+        try:
+            for chunk in obstore.list(self._root.store, prefix=prefix):
+                for meta in chunk:
+                    key = meta["path"]
+                    if key not in keep and layout.owned_by(key.rsplit("/", 1)[-1], stem):
+                        obstore.delete(self._root.store, key)
+        except FileNotFoundError:
+            return
+
+    def delete(self, written: Sequence[WrittenFile]) -> None:
+        """Remove files no snapshot will reference (failures are logged)."""
+        for w in written:
+            try:
+                obstore.delete(self._root.store, w.key)
+            except FileNotFoundError:
+                pass
+            except Exception as exc:
+                log.warning(
+                    "sink %s: cannot remove unused data file %s: %s", self.sink, w.location, exc
+                )
+
+    def data_file(self, table: Table, written: WrittenFile, what: str) -> DataFile:
+        """The `DataFile` a commit registers for `written`, with its column statistics."""
+        # The size is known from the write: only the footer is fetched.
+        footer = ObstoreInputFile(self._root, written.location, size=written.size)
+        with footer.open() as stream:
+            metadata = pq.read_metadata(stream)
+        schema = table.schema()
+        arrow = metadata.schema.to_arrow_schema()
+        if any(f.metadata is None or b"PARQUET:field_id" not in f.metadata for f in arrow):
+            raise IcebergError(
+                f"{what}: the encoder wrote {written.location} without Iceberg field ids",
+                retryable=False,
+            )
+        stats = data_file_statistics_from_parquet_metadata(
+            parquet_metadata=metadata,
+            stats_columns=compute_statistics_plan(schema, table.metadata.properties),
+            parquet_column_mapping=parquet_path_to_id_mapping(schema),
+        )
+        return DataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=written.location,
+            file_format=FileFormat.PARQUET,
+            partition=Record(written.day),
+            file_size_in_bytes=written.size,
+            sort_order_id=table.sort_order().order_id,
+            spec_id=table.spec().spec_id,
+            equality_ids=None,
+            key_metadata=None,
+            **stats.to_serialized_dict(),
+        )

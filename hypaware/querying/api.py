@@ -1,0 +1,210 @@
+"""`hypaware.query` and `hypaware.query_async`, and `plan_query` behind them.
+
+The public entry points: they check the arguments (`hypaware.querying.filters`),
+make the plan (`hypaware.querying.planner`, which says how rows are split
+between the cache and the sink) and return a reader streaming it
+(`hypaware.querying.streaming`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from hypaware.querying.context import _context
+from hypaware.querying.errors import (
+    CacheOnlyWarning,
+    NotQueryableError,
+    QueryError,
+    QueryInputError,
+    SourceUnreadableError,
+    UnknownDatasetError,
+)
+from hypaware.querying.filters import TimeLike, _filters
+from hypaware.querying.planner import QueryPlan, _plan
+from hypaware.querying.sources.cache import cache_reader
+from hypaware.querying.streaming import _close, _close_now, _guarded, _limited
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+__all__ = [
+    "CacheOnlyWarning",
+    "NotQueryableError",
+    "QueryError",
+    "QueryInputError",
+    "QueryPlan",
+    "SourceUnreadableError",
+    "UnknownDatasetError",
+    "plan_query",
+    "query",
+    "query_async",
+]
+
+
+async def plan_query(
+    source: Any,
+    dataset: str,
+    *,
+    columns: Iterable[str] | str | None = None,
+    since: TimeLike | None = None,
+    until: TimeLike | None = None,
+    keys: Iterable[Any] | Any | None = None,
+    where: pc.Expression | str | None = None,
+    limit: int | None = None,
+    sink: str | None = None,
+    allow_partial: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> tuple[QueryPlan, pa.RecordBatchReader]:
+    """Like `query_async`, and also the `QueryPlan` it follows (sources, files, partitions)."""
+    import pyarrow as pa
+
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise QueryInputError(f"limit: expected a non-negative integer, got {limit!r}")
+    ctx = _context(source, dataset, sink, env, allow_partial)
+    try:
+        filters = _filters(ctx.dataset, columns, since, until, keys, where)
+        if ctx.sink_name is None and not ctx.partial:
+            warnings.warn(
+                f"no queryable sink receives dataset {dataset!r}: reading the cache alone, "
+                "so rows older than the cache's retention are not included",
+                CacheOnlyWarning,
+                stacklevel=3,
+            )
+        plan, view, cache_parts = await _plan(ctx, filters, allow_partial)
+        target = pa.schema([ctx.dataset.schema.field(c) for c in filters.columns])
+        sink_reader = None
+        if view is not None:
+            try:
+                sink_reader = view.reader(filters, [p for p, _ in cache_parts])
+            except SourceUnreadableError as exc:
+                if not allow_partial:
+                    raise
+                plan.skipped.append(exc.part)
+                warnings.warn(
+                    f"query of {dataset!r} is partial: {exc}", CacheOnlyWarning, stacklevel=3
+                )
+            plan.sink_files = list(view.describe().get("files", []))
+    except BaseException:
+        await _close(ctx.cleanup)
+        raise
+    finally:
+        await _close(ctx.planning)
+    cleanup = ctx.cleanup
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            if sink_reader is not None:
+                assert view is not None
+                yield from _guarded(view.part, iter(sink_reader), allow_partial, plan)
+            yield from _guarded(
+                "cache", cache_reader(cache_parts, ctx.dataset, filters), allow_partial, plan
+            )
+        finally:
+            # Closed here, not at garbage collection: a scan dropped at
+            # interpreter exit can abort the process from arrow's threads.
+            if sink_reader is not None:
+                sink_reader.close()
+            for _part, reader in cache_parts:
+                if reader is not None:
+                    reader.close()
+            _close_now(cleanup)
+
+    return plan, pa.RecordBatchReader.from_batches(target, _limited(target, batches(), limit))
+
+
+async def query_async(
+    source: Any,
+    dataset: str,
+    *,
+    columns: Iterable[str] | str | None = None,
+    since: TimeLike | None = None,
+    until: TimeLike | None = None,
+    keys: Iterable[Any] | Any | None = None,
+    where: pc.Expression | str | None = None,
+    limit: int | None = None,
+    sink: str | None = None,
+    allow_partial: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> pa.RecordBatchReader:
+    """`query` for code already on an event loop: plans without blocking it.
+
+    The returned reader does blocking reads; iterate it off the loop (for
+    example with `asyncio.to_thread`) for large results.
+    """
+    _, reader = await plan_query(
+        source,
+        dataset,
+        columns=columns,
+        since=since,
+        until=until,
+        keys=keys,
+        where=where,
+        limit=limit,
+        sink=sink,
+        allow_partial=allow_partial,
+        env=env,
+    )
+    return reader
+
+
+def query(
+    source: Any,
+    dataset: str,
+    *,
+    columns: Iterable[str] | str | None = None,
+    since: TimeLike | None = None,
+    until: TimeLike | None = None,
+    keys: Iterable[Any] | Any | None = None,
+    where: pc.Expression | str | None = None,
+    limit: int | None = None,
+    sink: str | None = None,
+    allow_partial: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> pa.RecordBatchReader:
+    """Rows of `dataset` from the cache and one queryable sink, every row exactly once.
+
+    - `source`: a `HypawareConfig`, a config mapping or JSON file path, or an
+      `ExportDriver` (its cache, progress store and sinks).
+    - `columns`: the columns to return, in order (default all).
+    - `since` / `until`: the time column is ``>= since`` and ``< until``
+      (datetime, date or ISO 8601 string; no zone means UTC).
+    - `keys`: values of the dataset's lookup key to keep.
+    - `where`: a ``pyarrow.compute`` expression, or a string in the filter
+      language of `hypaware.querying.expr`.
+    - `limit`: at most this many rows.
+    - `sink`: the queryable sink to read (default: the first by name that
+      receives the dataset). With none, the cache is read alone and a
+      `CacheOnlyWarning` says so.
+    - `allow_partial`: when a sink cannot be read, warn and return what the
+      cache holds instead of raising.
+
+    Raises `UnknownDatasetError`, `NotQueryableError`, `QueryInputError`
+    (malformed time, unknown column, bad expression) and
+    `SourceUnreadableError` naming the part that could not be read. Call
+    `query_async` from inside an event loop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise QueryError("query() cannot run inside an event loop: await query_async() instead")
+    return asyncio.run(
+        query_async(
+            source,
+            dataset,
+            columns=columns,
+            since=since,
+            until=until,
+            keys=keys,
+            where=where,
+            limit=limit,
+            sink=sink,
+            allow_partial=allow_partial,
+            env=env,
+        )
+    )

@@ -1,0 +1,66 @@
+"""Where a query reads rows from: cache partitions and one queryable sink, in place.
+
+Each sink source takes a consistent view of what the sink holds and answers,
+per cache partition, whether the sink vouches for all of that partition's
+rows (`SinkView.claims`). The query reads claimed partitions from the sink
+and the rest from the cache, and tells the view which partitions the cache
+answers for so the sink never returns them too (`SinkView.reader`).
+
+- Parquet blob sinks (`BlobSink` with a Parquet encoder): object names carry
+  the batch (``part-<hash of sink, dataset, batch id>``) and the sink's
+  `BatchIndex` says which partitions each batch holds. Files of an open
+  batch are never read; a file is left out when its batch holds a partition
+  the cache answers for or one still in flight. A partition is claimed when
+  the progress store says the sink acknowledged it and a listed batch holds
+  it; the store is read before the listing, the index after it, and a sink
+  acknowledges only after every file of the batch is in place.
+- Iceberg (`TableSink` over `IcebergTableFormat`): the table is read at one
+  snapshot, and a partition is claimed when a snapshot in that snapshot's
+  history lists it in its ``hypaware.partitions`` summary.
+- Any other `QueryableSink`: its `scan`, with partitions claimed by the
+  progress store alone.
+
+
+One module per source kind: `parquet`, `iceberg` and `generic` read sinks,
+`cache` reads cache partitions, and `base` holds what they share (`SinkView`,
+rows filtered and conformed to the query's columns). `sink_source` picks the
+source for a built sink.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypaware.querying.sources.base import SinkView
+from hypaware.querying.sources.generic import GenericSource
+from hypaware.querying.sources.iceberg import IcebergSource
+from hypaware.querying.sources.parquet import ParquetSource
+
+__all__ = [
+    "GenericSource",
+    "IcebergSource",
+    "ParquetSource",
+    "SinkView",
+    "sink_source",
+]
+
+
+def sink_source(name: str, sink: Any) -> ParquetSource | IcebergSource | GenericSource | None:
+    """The query source for a built sink, or None if it cannot be read back."""
+    from hypaware.blob.sink import BlobSink
+    from hypaware.blob.store import ObstoreBlobStore
+    from hypaware.blob.table_sink import TableSink
+
+    if isinstance(sink, BlobSink):
+        ext = sink.encoder.extension
+        if ext == "parquet" and isinstance(sink.store, ObstoreBlobStore):
+            return ParquetSource(name, sink.store, ext, sink.index)
+        return None
+    if isinstance(sink, TableSink):
+        if hasattr(sink.table, "load_table"):
+            return IcebergSource(name, sink.table)
+        scan = getattr(sink.table, "scan", None)
+        return GenericSource(name, sink.table) if callable(scan) else None
+    if callable(getattr(sink, "scan", None)):
+        return GenericSource(name, sink)
+    return None
