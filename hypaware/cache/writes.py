@@ -9,7 +9,6 @@ cut short by a crash is finished by the next writer (`recover`).
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import json
 import os
@@ -19,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hypaware.cache.durable import cores, fsync_all, map_bounded
 from hypaware.cache.layout import CHUNK_NAME, SEALING_NAME, SEGMENT_META, log
 from hypaware.cache.partitioning import bucket_closed, conform, key_dir, split_by_key, to_table
 from hypaware.cache.reads import CacheReads, Segment
@@ -59,14 +59,22 @@ class CacheWrites(CacheReads):
         directory = self.path / dataset
         with self._lock(dataset):
             try:
+                written: list[tuple[Path, Path]] = []
                 for key, part in split_by_key(info, table):
                     name = (
                         f"{key_dir(key)}.{time.time_ns():020d}-{os.getpid()}-"
                         f"{next(_chunk_counter):06d}.arrow"
                     )
-                    write = functools.partial(_write_ipc, table=part, key=key)
-                    self._atomic_write_with(directory / "open" / name, write, sync_dir=False)
-                # One directory fsync for all the chunks of this append.
+                    final = directory / "open" / name
+                    tmp = final.with_name(f".tmp-{name}-{os.getpid()}")
+                    with open(tmp, "wb") as f:
+                        _write_ipc(f, part, key)
+                    written.append((tmp, final))
+                # All the chunks of this append made durable together, then renamed into
+                # place, then one directory fsync: an append of many keys costs about one
+                # journal commit, not one per key. A crash leaves only temp files (removed
+                # by the next writer), never a chunk that is not durable.
+                self._publish(written)
                 self._sync_dir(directory / "open")
             except OSError as exc:
                 raise CacheError(
@@ -150,7 +158,13 @@ class CacheWrites(CacheReads):
         if not claims:
             return []
         order = sorted(claims)
-        finals = [self._write_segment(info, seq, *claims[seq]) for seq in order]
+        # Segments encode on every core (pyarrow releases the GIL), then become
+        # durable together; each is renamed into place only after its fsync.
+        written = map_bounded(
+            lambda seq: self._write_segment(info, seq, *claims[seq]), order, workers=cores()
+        )
+        self._publish([(tmp, final) for tmp, final in written if tmp is not None])
+        finals = [final for _tmp, final in written]
         self._sync_dir(finals[0].parent)
         segments = []
         for seq, final in zip(order, finals, strict=True):
@@ -164,14 +178,25 @@ class CacheWrites(CacheReads):
         self._sync_dir(self.path / info.name / "sealing")
         return segments
 
-    def _write_segment(self, info: DatasetInfo, seq: int, keydir: str, chunks: list[Path]) -> Path:
+    def _publish(self, written: list[tuple[Path, Path]]) -> None:
+        """Fsync the temp files (all at once), then rename each to its final name."""
+        if self.fsync:
+            fsync_all([tmp for tmp, _final in written])
+        for tmp, final in written:
+            os.rename(tmp, final)
+
+    def _write_segment(
+        self, info: DatasetInfo, seq: int, keydir: str, chunks: list[Path]
+    ) -> tuple[Path | None, Path]:
+        """Encode one segment into a temp file: (temp path, final path), or (None, final)
+        when the segment is already in place (a seal finished by recovery)."""
         import pyarrow as pa
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         final = self.path / info.name / "sealed" / f"{seq:012d}-{keydir}.parquet"
         if final.exists():
-            return final
+            return None, final
         sealed_at = self._clock()
         rows = 0
         lo: Any = None
@@ -206,10 +231,7 @@ class CacheWrites(CacheReads):
                 "max_time": _iso(hi),
             }
             writer.add_key_value_metadata({SEGMENT_META: json.dumps(doc)})
-        if self.fsync:
-            _fsync_file(tmp)
-        os.rename(tmp, final)
-        return final
+        return tmp, final
 
     def _recover(self, dataset: str) -> None:
         """Finish seals cut short by a crash and remove half-written temp files."""
@@ -267,14 +289,6 @@ def _walk_temps(directory: Path) -> Iterator[Path]:
         for name in files:
             if name.startswith(".tmp-"):
                 yield Path(root) / name
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _min(a: Any, b: Any) -> Any:
