@@ -18,12 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hypaware.cache.durable import cores, fsync_all, map_bounded
+from hypaware.cache.durable import fsync_all
 from hypaware.cache.layout import CHUNK_NAME, SEALING_NAME, SEGMENT_META, log
 from hypaware.cache.partitioning import bucket_closed, conform, key_dir, split_by_key, to_table
 from hypaware.cache.reads import CacheReads, Segment
 from hypaware.core.errors import CacheError
 from hypaware.core.types import DatasetInfo, PartitionRef
+from hypaware.core.workers import cores, map_bounded
 
 if TYPE_CHECKING:
     import pyarrow as pa

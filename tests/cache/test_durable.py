@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware.cache.durable import cores, fsync_all, map_bounded
+from hypaware.cache.durable import fsync_all
+from hypaware.core.workers import cores, map_bounded
 
 
 @given(st.lists(st.integers()), st.integers(min_value=1, max_value=8))
