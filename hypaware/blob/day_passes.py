@@ -6,7 +6,8 @@ See `DayFeed`. The day of a row is that of the dataset's time column, as
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hypaware.blob.layout import day_number, day_order
@@ -16,11 +17,20 @@ from hypaware.core.types import PartitionRef
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["DayFeed", "time_column_problem"]
+__all__ = ["DayFeed", "PassCursor", "time_column_problem"]
 
 # A partition whose min/max times span more days than this is read as if
 # it had no hint: its days are learned from its rows.
 _MAX_HINT_DAYS = 400
+
+
+class PassCursor:
+    """Which partition one pass is reading (to blame it if reading fails)."""
+
+    __slots__ = ("current",)
+
+    def __init__(self) -> None:
+        self.current: PartitionRef | None = None
 
 
 class DayFeed:
@@ -33,6 +43,9 @@ class DayFeed:
     which passes need it. A partition without them is read in the first
     pass, whose day is that of the first row. Partitions that cover one day,
     the common case, are read once and their batches passed through whole.
+
+    Passes of different days may run at once (each on its own thread, see
+    `parallel_days`); the feed's bookkeeping is shared under a lock.
     """
 
     def __init__(self, column: str, parts: Sequence[PartitionRef]) -> None:
@@ -43,12 +56,31 @@ class DayFeed:
         self.done: dict[str, set[int | None]] = {p.id: set() for p in parts}
         self.rows: dict[str, int] = dict.fromkeys(self.hints, 0)
         self.current: PartitionRef | None = None
+        self._lock = threading.Lock()
 
-    def next_pass(self) -> tuple[list[int | None], list[PartitionRef]] | None:
-        """The next pass's day (an empty list: the first row's) and partitions, or None."""
+    @property
+    def parallel_days(self) -> bool:
+        """Whether passes may run side by side: every partition's days are known
+        up front, so each pass has its day before it reads a row."""
+        return all(hint is not None for hint in self.hints.values())
+
+    def next_pass(
+        self, busy: Collection[int | None] = ()
+    ) -> tuple[list[int | None], list[PartitionRef]] | None:
+        """The next pass's day (an empty list: the first row's) and partitions, or None.
+
+        Days in `busy` (passes still running) are not handed out again until
+        those passes end, so one day is never written by two passes at once.
+        """
+        with self._lock:
+            return self._next_pass(busy)
+
+    def _next_pass(
+        self, busy: Collection[int | None]
+    ) -> tuple[list[int | None], list[PartitionRef]] | None:
         unknown = {p.id for p in self.parts if p.id not in self.seen and self.hints[p.id] is None}
         todo = {p.id: self._todo(p) for p in self.parts}
-        days = set().union(*todo.values())
+        days = set().union(*todo.values()) - set(busy)
         if days:
             day = min(days, key=day_order)
             parts = [p for p in self.parts if day in todo[p.id] or p.id in unknown]
@@ -62,12 +94,19 @@ class DayFeed:
         days: set[int | None] = set(known if known is not None else self.hints[part.id] or ())
         return days - self.done[part.id]
 
-    def rows_of(self, parts: Sequence[PartitionRef], target: list[int | None]) -> Iterator[Any]:
+    def rows_of(
+        self,
+        parts: Sequence[PartitionRef],
+        target: list[int | None],
+        cursor: PassCursor | None = None,
+    ) -> Iterator[Any]:
         """The rows of day ``target[0]`` (set from the first row if empty) in `parts`."""
         import pyarrow.compute as pc
 
         for part in parts:
             self.current = part
+            if cursor is not None:
+                cursor.current = part
             seen: set[int | None] = set()
             reader = part.open()
             try:
@@ -88,17 +127,21 @@ class DayFeed:
                         out = batch.filter(pc.is_null(keys))
                     else:
                         out = batch.filter(pc.equal(keys, day))
-                    self.rows[part.id] += out.num_rows
+                    with self._lock:
+                        self.rows[part.id] += out.num_rows
                     yield out
                     # Not kept while the reader makes the next batch: the
                     # encoder holds what it still needs.
                     del batch, out, keys
             finally:
                 reader.close()
-            self.seen[part.id] = seen
-            if target:
-                self.done[part.id].add(target[0])
+            with self._lock:
+                self.seen[part.id] = seen
+                if target:
+                    self.done[part.id].add(target[0])
         self.current = None
+        if cursor is not None:
+            cursor.current = None
 
     def day_keys(self, batch: pa.RecordBatch) -> pa.Array:
         """Each row's UTC day number (null where the time is null)."""

@@ -1,10 +1,17 @@
 """Encoding files and streaming them to the store: the writing half of `BlobSink`.
 
-`FileWriter` is a base of `BlobSink`. It reads and encodes on one worker
-thread of the sink's own, never on the event loop, and hands the encoded
+`FileWriter` is a base of `BlobSink`. It reads and encodes on worker
+threads of the sink's own, never on the event loop, and hands the encoded
 bytes to the store a few MiB at a time, one hand-off ahead: the worker
 encodes the next chunks while the store writes these, and the store
 finishes one file while the worker encodes the next.
+
+A batch that spans several days writes its day files side by side, one
+pass per "lane" (a worker thread of its own), with no more lanes than
+cores: pyarrow releases the GIL while it encodes, and each lane holds only
+its own encoder's row groups, so memory stays flat per lane. A day is
+written by one pass at a time, so its file names come out as they would
+one pass after another.
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from hypaware.blob.day_passes import DayFeed
+from hypaware.blob.day_passes import DayFeed, PassCursor
 from hypaware.blob.layout import day_name
 from hypaware.core.types import ExportBatch, ObjectMeta, PartitionRef
+from hypaware.core.workers import cores
 
 if TYPE_CHECKING:
     from hypaware.blob.batch_index import BatchIndex
@@ -76,14 +84,19 @@ class FileWriter:
     store: BlobStore
     encoder: Encoder
     index: BatchIndex
-    _executor: ThreadPoolExecutor | None
+    _executors: dict[int, ThreadPoolExecutor]
     _lock: threading.Lock
     _closed: bool
+    # At most this many day passes at once (None: one per core).
+    lanes: int | None = None
 
     async def _write(
         self, batch: ExportBatch, stem: str, dataset_dir: str, feed: DayFeed
     ) -> WrittenFiles:
         """Write every pass `feed` plans; what was written, once every put has completed."""
+        lanes = min(self.lanes or cores(), len(feed.parts))
+        if lanes > 1 and feed.parallel_days:
+            return await self._write_lanes(batch, stem, dataset_dir, feed, lanes)
         written = WrittenFiles()
         try:
             while (step := feed.next_pass()) is not None:
@@ -95,9 +108,58 @@ class FileWriter:
             while written.puts:
                 await written.settle_one()
         except BaseException:
-            for put in written.puts:
-                put.cancel()
-            await asyncio.gather(*written.puts, return_exceptions=True)
+            await _abandon(written)
+            raise
+        return written
+
+    async def _write_lanes(
+        self, batch: ExportBatch, stem: str, dataset_dir: str, feed: DayFeed, lanes: int
+    ) -> WrittenFiles:
+        """`_write` with up to `lanes` passes (days) at once, each on a lane of its own."""
+        written = WrittenFiles()
+        free = list(range(lanes - 1, -1, -1))
+        running: dict[asyncio.Future[None], tuple[int | None, int, WrittenFiles]] = {}
+
+        async def one_pass(
+            target: list[int | None], parts: list[PartitionRef], mine: WrittenFiles, lane: int
+        ) -> None:
+            cursor = PassCursor()
+            try:
+                await self._write_pass(
+                    batch, stem, dataset_dir, feed, target, parts, mine, lane=lane, cursor=cursor
+                )
+                while mine.puts:
+                    await mine.settle_one()
+            except _SourceFailed as exc:
+                raise PartitionFailed(cursor.current) from exc.__cause__
+            except BaseException:
+                await _abandon(mine)
+                raise
+
+        try:
+            while True:
+                busy = [day for day, _lane, _mine in running.values()]
+                while free and (step := feed.next_pass(busy)) is not None:
+                    target, parts = step
+                    lane = free.pop()
+                    # File names are counted per day directory: the lanes share them.
+                    mine = WrittenFiles(paths=written.paths)
+                    started = asyncio.ensure_future(one_pass(target, parts, mine, lane))
+                    running[started] = (target[0], lane, mine)
+                    busy.append(target[0])
+                if not running:
+                    break
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for finished in done:
+                    _day, lane, mine = running.pop(finished)
+                    free.append(lane)
+                    finished.result()
+                    written.size += mine.size
+                    written.files += mine.files
+        except BaseException:
+            for task in running:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
             raise
         return written
 
@@ -110,11 +172,14 @@ class FileWriter:
         target: list[int | None],
         parts: list[PartitionRef],
         written: WrittenFiles,
+        *,
+        lane: int = 0,
+        cursor: PassCursor | None = None,
     ) -> None:
-        rows = feed.rows_of(parts, target)
+        rows = feed.rows_of(parts, target, cursor)
         files = self.encoder.encode(batch.dataset.schema, rows)
         try:
-            while (chunks := await self._pull(files)) is not _DONE:
+            while (chunks := await self._pull(files, lane)) is not _DONE:
                 assert isinstance(chunks, Iterator)
                 day_dir = f"{dataset_dir}/date={day_name(target[0])}"
                 names = written.paths.get(day_dir)
@@ -125,17 +190,17 @@ class FileWriter:
                     names = written.paths[day_dir] = set()
                 name = f"{stem}-{len(names):04d}.{self.encoder.extension}"
                 names.add(name)
-                await self._put(f"{day_dir}/{name}", chunks, written)
+                await self._put(f"{day_dir}/{name}", chunks, written, lane)
         finally:
             # Queued behind any pull still running in the worker, so the
             # generators are never closed while they execute; shielded so a
             # cancelled export still releases the reader.
-            await asyncio.shield(self._run(_close_all, files, rows))
+            await asyncio.shield(self._run(_close_all, files, rows, lane=lane))
 
     # ------------------------------------------------------------------ threads
 
-    async def _pull(self, it: Iterator[T]) -> T | object:
-        return await self._await_pull(self._submit(_next_or_done, it))
+    async def _pull(self, it: Iterator[T], lane: int = 0) -> T | object:
+        return await self._await_pull(self._submit(_next_or_done, it, lane=lane))
 
     @staticmethod
     async def _await_pull(pending: asyncio.Future[T]) -> T:
@@ -144,7 +209,9 @@ class FileWriter:
         except Exception as exc:
             raise _SourceFailed from exc
 
-    async def _put(self, path: str, chunks: Iterator[bytes], written: WrittenFiles) -> None:
+    async def _put(
+        self, path: str, chunks: Iterator[bytes], written: WrittenFiles, lane: int = 0
+    ) -> None:
         """Start writing one file; return once its bytes are all handed to the store.
 
         The store finishes the object (the rename, the multipart completion)
@@ -152,7 +219,7 @@ class FileWriter:
         still completing when the next one starts.
         """
         drained = asyncio.Event()
-        put = asyncio.ensure_future(self._put_stream(path, self._stream(chunks, drained)))
+        put = asyncio.ensure_future(self._put_stream(path, self._stream(chunks, drained, lane)))
         written.puts.append(put)
         handed = asyncio.ensure_future(drained.wait())
         try:
@@ -178,16 +245,16 @@ class FileWriter:
             await stream.aclose()
 
     async def _stream(
-        self, chunks: Iterator[bytes], drained: asyncio.Event
+        self, chunks: Iterator[bytes], drained: asyncio.Event, lane: int = 0
     ) -> AsyncGenerator[bytes, None]:
         # One hand-off ahead: the worker encodes the next chunks while
         # the store writes these.
-        pending = self._submit(_take_chunks, chunks)
+        pending = self._submit(_take_chunks, chunks, lane=lane)
         try:
             while got := await self._await_pull(pending):
                 if self._closed:
                     raise SinkClosing
-                pending = self._submit(_take_chunks, chunks)
+                pending = self._submit(_take_chunks, chunks, lane=lane)
                 yield got
             drained.set()
         finally:
@@ -197,18 +264,25 @@ class FileWriter:
 
     # --------------------------------------------------------------- threads
 
-    def _submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    def _submit(self, fn: Callable[..., T], *args: Any, lane: int = 0) -> asyncio.Future[T]:
         with self._lock:
-            if self._executor is None:
-                # One worker: pulls of one generator must never overlap.
-                self._executor = ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix=f"hypaware-{self.name}"
+            executor = self._executors.get(lane)
+            if executor is None:
+                # One worker per lane: pulls of one generator must never overlap.
+                executor = self._executors[lane] = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix=f"hypaware-{self.name}-{lane}"
                 )
-            executor = self._executor
         return asyncio.get_running_loop().run_in_executor(executor, fn, *args)
 
-    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await self._submit(fn, *args)
+    async def _run(self, fn: Callable[..., T], *args: Any, lane: int = 0) -> T:
+        return await self._submit(fn, *args, lane=lane)
+
+
+async def _abandon(written: WrittenFiles) -> None:
+    """Cancel the puts still completing and wait for them to end."""
+    for put in written.puts:
+        put.cancel()
+    await asyncio.gather(*written.puts, return_exceptions=True)
 
 
 def _discard_outcome(future: asyncio.Future[Any]) -> None:

@@ -70,8 +70,9 @@ class BlobSink(FileWriter):
       from config, it lives in the sink's state directory; without one it
       is kept in memory, which is exactly-once only within this process.
 
-    Reading and encoding run on one worker thread of the sink's own, never on
-    the event loop; `close()` joins it.
+    Reading and encoding run on worker threads of the sink's own (one per
+    day written at once, no more than the cores), never on the event loop;
+    `close()` joins them.
     """
 
     def __init__(
@@ -81,7 +82,7 @@ class BlobSink(FileWriter):
         self.store = store
         self.encoder = encoder
         self.index = index if index is not None else BatchIndex(None)
-        self._executor: ThreadPoolExecutor | None = None
+        self._executors: dict[int, ThreadPoolExecutor] = {}
         self._lock = threading.Lock()
         self._closed = False
         self._active = 0
@@ -286,8 +287,8 @@ class BlobSink(FileWriter):
                 self._idle = asyncio.Event()
                 await self._idle.wait()
             with self._lock:
-                executor, self._executor = self._executor, None
-            if executor is not None:
+                executors, self._executors = list(self._executors.values()), {}
+            for executor in executors:
                 # Nothing is queued once the exports have returned, so this is prompt.
                 executor.shutdown(wait=True)
             await self.store.close()
