@@ -79,8 +79,9 @@ class CacheReads(CacheDirectory):
             if seq > after and (pending is None or seq < pending):
                 found.append((seq, entry))
         out = []
+        sealed = directory / "sealed"
         for _seq, entry in sorted(found):
-            segment = self._segment(directory / "sealed" / entry)
+            segment = self._segment(sealed / entry)
             if segment is not None:
                 out.append(self._ref(info, segment))
         return out
@@ -153,6 +154,10 @@ class CacheReads(CacheDirectory):
         )
 
 
+_READ_BATCH = 65536
+_THREADED_ROWS = 65536
+
+
 def _open_segment(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -164,9 +169,13 @@ def _open_segment(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
     except (pa.ArrowException, OSError) as exc:
         raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
 
+    # A small segment (most are: one per partition key and hour) decodes faster on
+    # this thread than through Arrow's pool, and callers already read several at once.
+    threads = pf.metadata.num_rows >= _THREADED_ROWS
+
     def batches() -> Iterator[pa.RecordBatch]:
         try:
-            for batch in pf.iter_batches(batch_size=65536):
+            for batch in pf.iter_batches(batch_size=_READ_BATCH, use_threads=threads):
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
         finally:
             pf.close()

@@ -86,14 +86,16 @@ class CacheRetention(CacheReads):
         return RetentionReport(tuple(dropped), tuple(forced), freed)
 
     def _all_segments(self, dataset: str) -> list[Segment]:
+        sealed = self.path / dataset / "sealed"
         try:
-            entries = sorted(os.listdir(self.path / dataset / "sealed"))
+            entries = sorted(os.listdir(sealed))
         except OSError:
             return []
         out = []
+        # Every pass walks every segment: one path join each, not three.
         for entry in entries:
             if SEGMENT_NAME.match(entry):
-                seg = self._segment(self.path / dataset / "sealed" / entry)
+                seg = self._segment(sealed / entry)
                 if seg is not None:
                     out.append(seg)
         return out

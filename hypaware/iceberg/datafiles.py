@@ -11,7 +11,6 @@ commit registers (see `hypaware.iceberg.commit`).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +30,8 @@ from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 
 from hypaware.blob.errors import translate_error
-from hypaware.core.types import DatasetInfo, ExportBatch, RetryPartition
+from hypaware.core.types import DatasetInfo, ExportBatch, PartitionRef, RetryPartition
+from hypaware.core.workers import cores, map_bounded
 from hypaware.iceberg import layout
 from hypaware.iceberg.catalog import IcebergError, _brief
 from hypaware.iceberg.fileio import ObstoreInputFile, StoreRoot
@@ -47,18 +47,22 @@ log = logging.getLogger("hypaware.iceberg.table_format")
 
 # Multipart part size for data files (S3 needs at least 5 MiB per part).
 PUT_CHUNK_SIZE = 8 * 1024 * 1024
-# Days encoded at once; each holds about one row group in memory.
-ENCODE_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
 @attrs.frozen
 class WrittenFile:
-    """One data file written: where it is, its day partition and its size."""
+    """One data file written: where it is, its day partition and its size.
+
+    `tail` is the file's last bytes as they were written (None if unknown):
+    when they hold the whole Parquet footer, its statistics are read from
+    them instead of fetching the footer back from the store.
+    """
 
     location: str
     key: str
     day: int | None
     size: int
+    tail: bytes | None = attrs.field(default=None, repr=False)
 
 
 @attrs.define
@@ -71,11 +75,13 @@ class ReadBatch:
 
 
 def read_partitions(batch: ExportBatch, target: pa.Schema, what: str) -> ReadBatch:
-    """The batch's rows conformed to `target`; partitions that cannot be read are set aside."""
-    tables: list[pa.Table] = []
-    ok: list[str] = []
-    failed: list[RetryPartition] = []
-    for part in batch.partitions:
+    """The batch's rows conformed to `target`; partitions that cannot be read are set aside.
+
+    Partitions are read on every core at once (decoding Parquet releases the
+    GIL); their rows keep the batch's order.
+    """
+
+    def read(part: PartitionRef) -> pa.Table | RetryPartition:
         where = f"{what}, partition {part.id!r}"
         try:
             reader = part.open()
@@ -84,13 +90,22 @@ def read_partitions(batch: ExportBatch, target: pa.Schema, what: str) -> ReadBat
             finally:
                 reader.close()
         except IncompatibleSchemaError as exc:
-            failed.append(RetryPartition(part.id, str(exc), retryable=False))
-            continue
+            return RetryPartition(part.id, str(exc), retryable=False)
         except Exception as exc:
-            failed.append(RetryPartition(part.id, f"{where}: cannot read: {_brief(exc)}"))
-            continue
-        tables.append(pa.Table.from_batches(batches, schema=target))
-        ok.append(part.id)
+            return RetryPartition(part.id, f"{where}: cannot read: {_brief(exc)}")
+        return pa.Table.from_batches(batches, schema=target)
+
+    tables: list[pa.Table] = []
+    ok: list[str] = []
+    failed: list[RetryPartition] = []
+    for part, got in zip(
+        batch.partitions, map_bounded(read, batch.partitions, workers=cores()), strict=True
+    ):
+        if isinstance(got, RetryPartition):
+            failed.append(got)
+        else:
+            tables.append(got)
+            ok.append(part.id)
     if not tables:
         return ReadBatch(None, ok, failed)
     # Chunked, not combined: the layout slices it without copying rows.
@@ -147,14 +162,14 @@ class DataFileWriter:
             for index, chunks in enumerate(self._encoder.encode(target, batches)):
                 location = f"{directory}/{layout.data_file_name(stem, index)}"
                 key = self._root.key(location)
-                size = self.put(key, location, chunks)
+                size, tail = self.put(key, location, chunks)
                 mine.add(key)
                 with lock:
-                    written.append(WrittenFile(location, key, rows.day, size))
+                    written.append(WrittenFile(location, key, rows.day, size, tail))
             self.delete_leftovers(directory, stem, mine)
 
         # Days are independent files: encode them side by side (pyarrow releases the GIL).
-        workers = min(len(plan), ENCODE_THREADS)
+        workers = min(len(plan), cores())
         try:
             if workers <= 1:
                 for rows in plan:
@@ -175,16 +190,20 @@ class DataFileWriter:
         written.sort(key=lambda w: w.location)
         return written
 
-    def put(self, key: str, location: str, chunks: Iterable[bytes]) -> int:
-        """Stream `chunks` to the store at `key`; the bytes written."""
+    def put(self, key: str, location: str, chunks: Iterable[bytes]) -> tuple[int, bytes]:
+        """Stream `chunks` to the store at `key`; the bytes written, and the last of them."""
         size = 0
+        last: list[bytes] = []
         producer_error: BaseException | None = None
 
         def counted() -> Iterator[bytes]:
             nonlocal size, producer_error
             try:
                 for chunk in chunks:
-                    size += len(chunk)
+                    if chunk:
+                        size += len(chunk)
+                        # The footer ends the file: the last two chunks nearly always hold it.
+                        last[:] = [*last[-1:], chunk]
                     yield chunk
             except BaseException as exc:
                 producer_error = exc
@@ -197,7 +216,7 @@ class DataFileWriter:
                 # The encoder failed, not the store: its own error says more.
                 raise producer_error from None
             raise translate_error(exc, label=self._root.label, op="write", path=location) from exc
-        return size
+        return size, b"".join(last)
 
     def delete_leftovers(self, directory: str, stem: str, keep: set[str]) -> None:
         """Remove files an earlier, interrupted attempt of this batch left in `directory`."""
@@ -225,10 +244,12 @@ class DataFileWriter:
 
     def data_file(self, table: Table, written: WrittenFile, what: str) -> DataFile:
         """The `DataFile` a commit registers for `written`, with its column statistics."""
-        # The size is known from the write: only the footer is fetched.
-        footer = ObstoreInputFile(self._root, written.location, size=written.size)
-        with footer.open() as stream:
-            metadata = pq.read_metadata(stream)
+        metadata = _footer_of(written.tail)
+        if metadata is None:
+            # The size is known from the write: only the footer is fetched.
+            footer = ObstoreInputFile(self._root, written.location, size=written.size)
+            with footer.open() as stream:
+                metadata = pq.read_metadata(stream)
         schema = table.schema()
         arrow = metadata.schema.to_arrow_schema()
         if any(f.metadata is None or b"PARQUET:field_id" not in f.metadata for f in arrow):
@@ -253,3 +274,16 @@ class DataFileWriter:
             key_metadata=None,
             **stats.to_serialized_dict(),
         )
+
+
+def _footer_of(tail: bytes | None) -> pq.FileMetaData | None:
+    """The Parquet metadata in a file's last bytes, or None if they do not hold it all."""
+    if tail is None or len(tail) < 12 or tail[-4:] != b"PAR1":
+        return None
+    length = int.from_bytes(tail[-8:-4], "little")
+    if length + 8 > len(tail):
+        return None
+    try:
+        return pq.read_metadata(pa.BufferReader(tail[-(length + 8) :]))
+    except (pa.ArrowException, OSError):
+        return None
