@@ -100,19 +100,24 @@ def batch_to_rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
 
 
 def iter_row_bytes(batch: pa.RecordBatch) -> Iterator[bytes]:
-    """Each row of `batch` as `dumps_row` bytes (no newline)."""
-    encode = _encode
-    for row in batch_to_rows(batch):
-        yield encode(row).encode("utf-8")
+    """Each row of `batch` as `dumps_row` bytes (no newline).
+
+    Built column by column in Arrow (`hypaware.encoding.jsonfast`): the same
+    bytes as `dumps_row` of `batch_to_rows`, several times faster.
+    """
+    import pyarrow as pa
+
+    from hypaware.encoding.jsonfast import row_texts
+
+    if batch.num_rows:
+        yield from row_texts(batch).cast(pa.large_binary()).to_pylist()
 
 
 def encode_ndjson(batch: pa.RecordBatch) -> bytes:
-    """All rows of `batch` as JSON lines, each ending with ``\\n``."""
-    encode = _encode
-    rows = batch_to_rows(batch)
-    if not rows:
-        return b""
-    return ("\n".join(encode(r) for r in rows) + "\n").encode("utf-8")
+    """All rows of `batch` as JSON lines, each ending with ``\\n`` (see `iter_row_bytes`)."""
+    from hypaware.encoding.jsonfast import ndjson_bytes
+
+    return ndjson_bytes(batch)
 
 
 def iter_ndjson(batches: Iterable[pa.RecordBatch]) -> Iterator[bytes]:
