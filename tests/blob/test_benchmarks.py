@@ -68,11 +68,30 @@ def test_export_memory_runs() -> None:
     assert "one row group" in out and "20,000 rows" in out
 
 
+@pytest.mark.slow
+def test_jsonl_export_runs() -> None:
+    out = run("jsonl_export", "--rows", "3000", "--repeat", "1")
+    assert "ratio to DuckDB" in out and "3,000 rows" in out
+
+
+@pytest.mark.slow
+def test_export_memory_runs_with_one_encoder_per_day() -> None:
+    out = run("export_memory", "--rows", "20000", "--row-group-size", "2048", "--days", "4")
+    assert "4 one-day partitions" in out and "encoder(s), 4 file(s)" in out
+
+
+@pytest.mark.slow
+def test_cache_driver_runs() -> None:
+    out = run("cache_driver", "--rows", "3000", "--repeat", "1")
+    assert "append+seal" in out and "export" in out
+
+
 def test_the_runner_finds_every_benchmark() -> None:
     from benchmarks.__main__ import discover
 
     names = discover()
     assert {"export_local", "export_s3", "export_memory", "import_time"} <= set(names)
+    assert {"iceberg_pass", "jsonl_export", "cache_driver"} <= set(names)
     assert "datagen" not in names and not any(n.startswith("_") for n in names)
 
 
