@@ -26,6 +26,7 @@ from hypaware.cache.layout import (
 )
 from hypaware.core.errors import CacheError
 from hypaware.core.types import DatasetInfo, PartitionRef
+from hypaware.core.workers import cores, map_bounded
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -80,7 +81,11 @@ class CacheReads(CacheDirectory):
                 found.append((seq, entry))
         out = []
         sealed = directory / "sealed"
-        for _seq, entry in sorted(found):
+        found.sort()
+        # Footers not read yet (new segments) are read on every core at once.
+        fresh = [sealed / e for _s, e in found if sealed / e not in self._segments]
+        map_bounded(self._segment, fresh, workers=cores())
+        for _seq, entry in found:
             segment = self._segment(sealed / entry)
             if segment is not None:
                 out.append(self._ref(info, segment))

@@ -27,19 +27,30 @@ class CacheRetention(CacheReads):
         self, floors: Mapping[str, ExportFloor], *, now: datetime | None = None
     ) -> RetentionReport:
         now = now or self._clock()
+        infos = {info.name: info for info in self.datasets()}
+
+        def still_needed(seg: Segment, ds: str) -> bool:
+            floor = floors.get(ds)
+            return floor is not None and floor.needs(self._ref(infos[ds], seg))
+
+        # Every pass walks every segment: whether a sink still needs one is asked only
+        # of those old enough to go (or of all, under a byte cap).
         candidates: list[tuple[Segment, str, bool]] = []
-        for info in self.datasets():
-            floor = floors.get(info.name)
-            for entry in self._all_segments(info.name):
-                needed = floor is not None and floor.needs(self._ref(info, entry))
-                candidates.append((entry, info.name, needed))
+        for ds in infos:
+            for entry in self._all_segments(ds):
+                candidates.append((entry, ds, False))
+        if self.max_bytes is not None:
+            candidates = [(seg, ds, still_needed(seg, ds)) for seg, ds, _ in candidates]
         drop: dict[Path, tuple[Segment, str, bool]] = {}
-        for seg, ds, needed in candidates:
+        for seg, ds, known in candidates:
             age = now - seg.sealed_at
             hard = self.max_age is not None and age > self.max_age
-            soft = self.retention is not None and age > self.retention and not needed
-            if hard or soft:
-                drop[seg.path] = (seg, ds, needed)
+            old = self.retention is not None and age > self.retention
+            if not (hard or old):
+                continue
+            need = known if self.max_bytes is not None else still_needed(seg, ds)
+            if hard or not need:
+                drop[seg.path] = (seg, ds, need)
         if self.max_bytes is not None:
             kept = [c for c in candidates if c[0].path not in drop]
             total = sum(c[0].byte_size for c in kept)
