@@ -14,8 +14,8 @@ instead, in Arrow's C++ kernels, and joins the columns into lines:
 - floats: Python's own shortest round-trip text (``float.__repr__``, which
   Arrow's float formatting does not match), through the C JSON encoder;
 - every other type (decimals, binaries, nested types, times, durations),
-  and timestamps or dates outside years 1-9999: `jsonrows`' own value rules,
-  value by value.
+  and timestamps or dates outside years 1-9999: `jsonrows`' own value
+  rules (`hypaware.encoding.jsonvalues`), value by value.
 
 The output is byte for byte that of `jsonrows.dumps_row` on every row (the
 tests check it on generated batches), so chunk ids that hash the bytes stay
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hypaware.encoding.jsonrows import _check_unique, _column, _encode
+from hypaware.encoding.jsonvalues import check_unique, column_values, encode_json
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -49,7 +49,7 @@ def row_texts(batch: pa.RecordBatch, end: str = "") -> pa.Array:
     import pyarrow.compute as pc
 
     names = list(batch.schema.names)
-    _check_unique(names, "column")
+    check_unique(names, "column")
     text = pa.large_string()
     if not names:
         return pa.array(["{}" + end] * batch.num_rows, text)
@@ -57,7 +57,7 @@ def row_texts(batch: pa.RecordBatch, end: str = "") -> pa.Array:
     pieces: list[Any] = []
     literal = ""
     for i, name in enumerate(names):
-        literal += ("{" if i == 0 else ",") + _encode(name) + ":"
+        literal += ("{" if i == 0 else ",") + encode_json(name) + ":"
         core, (before, after) = _values(batch.column(i), name)
         if core.null_count == 0:
             # No nulls: the quotes around every value go into the literals.
@@ -120,7 +120,7 @@ def _values(arr: pa.Array, path: str) -> tuple[pa.Array, tuple[str, str]]:
         if iso is not None:
             return iso, (_QUOTED if pt.is_date(t) else ('"', 'Z"'))
     # jsonrows' value rules, one value at a time (and its errors, naming the column).
-    return pa.array([_encode(v) for v in _column(arr, path)], text), _BARE
+    return pa.array([encode_json(v) for v in column_values(arr, path)], text), _BARE
 
 
 def _is_view(pt: Any, t: Any) -> bool:
@@ -152,7 +152,7 @@ def _floats(arr: pa.Array) -> pa.Array:
     # NaN and infinities have no JSON form: null, as jsonrows writes them.
     finite = pc.if_else(pc.is_finite(arr), arr, pa.scalar(None, arr.type))
     # One C encoder call writes every value with float.__repr__; no value holds a comma.
-    listed = _encode(finite.to_pylist())
+    listed = encode_json(finite.to_pylist())
     return pa.array(listed[1:-1].split(",") if len(arr) else [], pa.large_string())
 
 
