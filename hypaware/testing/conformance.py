@@ -21,7 +21,7 @@ The same checks run without pytest through `run_sink_checks` /
 `run_store_checks`, which return one `CheckOutcome` per check. A failing
 check says which promise was broken, e.g. ``re-exporting batch 'b1'
 (attempt 2, same sink) duplicated 10 rows (...): export_batch must be
-idempotent per batch_id (...)``.
+idempotent per (dataset, partition id), not per batch (...)``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import pytest
 from hypaware.core.contracts import BlobStore, Sink
 from hypaware.core.types import DatasetInfo, ExportBatch
 from hypaware.testing.data import sample_batch, sample_dataset, sample_partition
-from hypaware.testing.promises import CheckSkipped, ContractViolation, Promise
+from hypaware.testing.promises import CheckSkipped, ContractViolation, HookMissing, Promise
 from hypaware.testing.sink_checks import SINK_CHECKS
 from hypaware.testing.sink_harness import SinkHarness
 from hypaware.testing.store_checks import STORE_CHECKS, StoreHarness
@@ -47,6 +47,7 @@ __all__ = [
     "CheckOutcome",
     "CheckSkipped",
     "ContractViolation",
+    "HookMissing",
     "Promise",
     "SinkContract",
     "SinkHarness",
@@ -68,17 +69,40 @@ class CheckOutcome:
     promise: Promise | None = None
 
 
+def _opted_out(checks: Mapping[str, object], skip: Mapping[str, str]) -> None:
+    unknown = sorted(set(skip) - set(checks))
+    if unknown:
+        raise ValueError(f"skip_checks names unknown checks {unknown}; known: {sorted(checks)}")
+    for name, reason in skip.items():
+        if not isinstance(reason, str) or not reason.strip():
+            raise ValueError(f"skip_checks[{name!r}]: give the reason the check is skipped")
+
+
+def _skip_reason(name: str, skip: Mapping[str, str]) -> str:
+    return f"{name}: opted out by the author: {skip[name]}"
+
+
 async def _run(
-    checks: Mapping[str, Callable[[H], Awaitable[None]]], harness: H, only: Iterable[str] | None
+    checks: Mapping[str, Callable[[H], Awaitable[None]]],
+    harness: H,
+    only: Iterable[str] | None,
+    skip: Mapping[str, str] | None = None,
 ) -> list[CheckOutcome]:
     names = list(checks) if only is None else list(only)
     unknown = [n for n in names if n not in checks]
     if unknown:
         raise ValueError(f"unknown checks {unknown}; known: {sorted(checks)}")
+    skip = dict(skip or {})
+    _opted_out(checks, skip)
     outcomes: list[CheckOutcome] = []
     for name in names:
+        if name in skip:
+            outcomes.append(CheckOutcome(name, "skipped", _skip_reason(name, skip)))
+            continue
         try:
             await checks[name](harness)
+        except HookMissing as exc:
+            outcomes.append(CheckOutcome(name, "failed", str(exc)))
         except ContractViolation as exc:
             outcomes.append(CheckOutcome(name, "failed", str(exc), exc.promise))
         except CheckSkipped as exc:
@@ -102,7 +126,7 @@ async def run_sink_checks(
     ``failed`` without a promise. A harness that is itself broken (e.g.
     `read_rows` returns rows without ``row_id``) raises `AssertionError`.
     """
-    return await _run(SINK_CHECKS, harness, only)
+    return await _run(SINK_CHECKS, harness, only, harness.skip_checks)
 
 
 async def run_store_checks(
@@ -112,11 +136,18 @@ async def run_store_checks(
     return await _run(STORE_CHECKS, harness, only)
 
 
-async def _as_test(check: Callable[[H], Awaitable[None]], harness: H) -> None:
+async def _as_test(
+    check: Callable[[H], Awaitable[None]], harness: H, skip: Mapping[str, str] | None = None
+) -> None:
+    name = getattr(check, "__name__", "").removeprefix("check_")
+    if skip and name in skip:
+        pytest.skip(_skip_reason(name, skip))
     try:
         await check(harness)
     except CheckSkipped as exc:
         pytest.skip(str(exc))
+    except HookMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
 
 
 def _overrides(obj: object, base: type, name: str) -> bool:
@@ -127,9 +158,13 @@ class SinkContract:
     """Base class of a sink's conformance tests.
 
     Implement `make_sink`; implement `read_rows` so rows can be counted (the
-    idempotence checks are skipped without it); optionally `stall`,
-    `local_root`, and the class attributes `secrets`, `close_timeout`.
+    idempotence checks fail without it, unless opted out of in
+    `skip_checks`); optionally `stall`, `local_root`, and the class
+    attributes `secrets`, `close_timeout`, `skip_checks`.
     """
+
+    #: Checks opted out of, by name, each with the reason (printed with the skip).
+    skip_checks: ClassVar[Mapping[str, str]] = {}
 
     #: Secret values the sink is configured with; none may leak.
     secrets: ClassVar[Sequence[str]] = ()
@@ -200,43 +235,52 @@ class SinkContract:
             secrets=tuple(self.secrets),
             close_timeout=self.close_timeout,
             export_timeout=self.export_timeout,
+            skip_checks=self.skip_checks,
         )
+
+    async def _check(self, name: str, target: Any) -> None:
+        _opted_out(SINK_CHECKS, self.skip_checks)
+        await _as_test(SINK_CHECKS[name], self.harness(target), self.skip_checks)
 
     @pytest.mark.asyncio
     async def test_exports_every_partition(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["exports_every_partition"], self.harness(target))
+        await self._check("exports_every_partition", target)
 
     @pytest.mark.asyncio
     async def test_reexport_is_idempotent(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["reexport_is_idempotent"], self.harness(target))
+        await self._check("reexport_is_idempotent", target)
+
+    @pytest.mark.asyncio
+    async def test_respool_into_new_batch_is_idempotent(self, target: Any) -> None:
+        await self._check("respool_into_new_batch_is_idempotent", target)
 
     @pytest.mark.asyncio
     async def test_partition_failure_is_reported(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["partition_failure_is_reported"], self.harness(target))
+        await self._check("partition_failure_is_reported", target)
 
     @pytest.mark.asyncio
     async def test_export_after_close_raises(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["export_after_close_raises"], self.harness(target))
+        await self._check("export_after_close_raises", target)
 
     @pytest.mark.asyncio
     async def test_close_is_idempotent(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["close_is_idempotent"], self.harness(target))
+        await self._check("close_is_idempotent", target)
 
     @pytest.mark.asyncio
     async def test_close_during_export_is_prompt(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["close_during_export_is_prompt"], self.harness(target))
+        await self._check("close_during_export_is_prompt", target)
 
     @pytest.mark.asyncio
     async def test_close_aborts_wait(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["close_aborts_wait"], self.harness(target))
+        await self._check("close_aborts_wait", target)
 
     @pytest.mark.asyncio
     async def test_hostile_names_stay_under_root(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["hostile_names_stay_under_root"], self.harness(target))
+        await self._check("hostile_names_stay_under_root", target)
 
     @pytest.mark.asyncio
     async def test_no_secrets_in_reprs(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["no_secrets_in_reprs"], self.harness(target))
+        await self._check("no_secrets_in_reprs", target)
 
 
 class BlobStoreContract:

@@ -76,6 +76,13 @@ class DuplicatingSink(ListSink):
         self.dest.appended.setdefault(batch.dataset.name, []).extend(rows)
 
 
+class BatchKeyedSink(ListSink):
+    """Dedupes per (batch id, partition): a partition respooled into a new batch lands twice."""
+
+    def _store(self, batch: ExportBatch, part_id: str, rows: list[dict[str, Any]]) -> None:
+        self.dest.partitions[(batch.dataset.name, f"{batch.batch_id}/{part_id}")] = rows
+
+
 class BlockingCloseSink(ListSink):
     """close() waits for a drain that never comes."""
 
