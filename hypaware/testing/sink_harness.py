@@ -38,6 +38,10 @@ def _strs(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(values)
 
 
+def _str_map(values: Mapping[str, str]) -> dict[str, str]:
+    return dict(values)
+
+
 @attrs.frozen
 class SinkHarness:
     """How the checks reach one sink under test.
@@ -69,7 +73,7 @@ class SinkHarness:
     secrets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     close_timeout: float = 5.0
     export_timeout: float = 60.0
-    skip_checks: Mapping[str, str] = attrs.field(factory=dict, converter=dict, hash=False)
+    skip_checks: Mapping[str, str] = attrs.field(factory=dict, converter=_str_map, hash=False)
 
 
 SinkCheck = Callable[[SinkHarness], Awaitable[None]]
