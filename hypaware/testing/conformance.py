@@ -1,6 +1,6 @@
-"""The conformance suite: prove that a sink or a blob store keeps hypaware's contracts.
+"""The conformance suite: prove that a sink, an encoder or a blob store keeps hypaware's contracts.
 
-Subclass `SinkContract` or `BlobStoreContract` in a test module (the class
+Subclass `SinkContract`, `EncoderContract` or `BlobStoreContract` in a test module (the class
 name must start with ``Test`` for pytest to collect it) and say how to build
 the object under test; every check becomes a test::
 
@@ -26,18 +26,19 @@ idempotent per (dataset, partition id), not per batch (...)``.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-import attrs
 import pytest
 
 from hypaware.core.contracts import BlobStore, Sink
 from hypaware.core.types import DatasetInfo, ExportBatch
 from hypaware.testing.data import sample_batch, sample_dataset, sample_partition
+from hypaware.testing.encoder_contract import EncoderContract, EncoderHarness, run_encoder_checks
 from hypaware.testing.promises import CheckSkipped, ContractViolation, HookMissing, Promise
+from hypaware.testing.runner import CheckOutcome, _as_test, _opted_out, _overrides, _run
 from hypaware.testing.sink_checks import SINK_CHECKS
 from hypaware.testing.sink_harness import SinkHarness
 from hypaware.testing.store_checks import STORE_CHECKS, StoreHarness
@@ -47,73 +48,19 @@ __all__ = [
     "CheckOutcome",
     "CheckSkipped",
     "ContractViolation",
+    "EncoderContract",
+    "EncoderHarness",
     "HookMissing",
     "Promise",
     "SinkContract",
     "SinkHarness",
     "StoreHarness",
+    "run_encoder_checks",
     "run_sink_checks",
     "run_store_checks",
 ]
 
 H = TypeVar("H")
-
-
-@attrs.frozen
-class CheckOutcome:
-    """The result of one check: ``passed``, ``failed`` (with the message) or ``skipped``."""
-
-    name: str
-    status: Literal["passed", "failed", "skipped"]
-    message: str = ""
-    promise: Promise | None = None
-
-
-def _opted_out(checks: Mapping[str, object], skip: Mapping[str, str]) -> None:
-    unknown = sorted(set(skip) - set(checks))
-    if unknown:
-        raise ValueError(f"skip_checks names unknown checks {unknown}; known: {sorted(checks)}")
-    for name, reason in skip.items():
-        if not isinstance(reason, str) or not reason.strip():
-            raise ValueError(f"skip_checks[{name!r}]: give the reason the check is skipped")
-
-
-def _skip_reason(name: str, skip: Mapping[str, str]) -> str:
-    return f"{name}: opted out by the author: {skip[name]}"
-
-
-async def _run(
-    checks: Mapping[str, Callable[[H], Awaitable[None]]],
-    harness: H,
-    only: Iterable[str] | None,
-    skip: Mapping[str, str] | None = None,
-) -> list[CheckOutcome]:
-    names = list(checks) if only is None else list(only)
-    unknown = [n for n in names if n not in checks]
-    if unknown:
-        raise ValueError(f"unknown checks {unknown}; known: {sorted(checks)}")
-    skip = dict(skip or {})
-    _opted_out(checks, skip)
-    outcomes: list[CheckOutcome] = []
-    for name in names:
-        if name in skip:
-            outcomes.append(CheckOutcome(name, "skipped", _skip_reason(name, skip)))
-            continue
-        try:
-            await checks[name](harness)
-        except HookMissing as exc:
-            outcomes.append(CheckOutcome(name, "failed", str(exc)))
-        except ContractViolation as exc:
-            outcomes.append(CheckOutcome(name, "failed", str(exc), exc.promise))
-        except CheckSkipped as exc:
-            outcomes.append(CheckOutcome(name, "skipped", str(exc)))
-        except AssertionError:
-            raise  # the harness itself is wrong, not the object under test
-        except Exception as exc:
-            outcomes.append(CheckOutcome(name, "failed", f"raised {type(exc).__name__}: {exc}"))
-        else:
-            outcomes.append(CheckOutcome(name, "passed"))
-    return outcomes
 
 
 async def run_sink_checks(
@@ -134,24 +81,6 @@ async def run_store_checks(
 ) -> list[CheckOutcome]:
     """Run the blob store checks (all, or those named in `only`) against `harness`."""
     return await _run(STORE_CHECKS, harness, only)
-
-
-async def _as_test(
-    check: Callable[[H], Awaitable[None]], harness: H, skip: Mapping[str, str] | None = None
-) -> None:
-    name = getattr(check, "__name__", "").removeprefix("check_")
-    if skip and name in skip:
-        pytest.skip(_skip_reason(name, skip))
-    try:
-        await check(harness)
-    except CheckSkipped as exc:
-        pytest.skip(str(exc))
-    except HookMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
-
-
-def _overrides(obj: object, base: type, name: str) -> bool:
-    return getattr(type(obj), name) is not getattr(base, name)
 
 
 class SinkContract:
