@@ -38,6 +38,7 @@ from hypaware.core.types import DatasetInfo, ExportBatch
 from hypaware.testing.data import sample_batch, sample_dataset, sample_partition
 from hypaware.testing.encoder_contract import EncoderContract, EncoderHarness, run_encoder_checks
 from hypaware.testing.promises import CheckSkipped, ContractViolation, HookMissing, Promise
+from hypaware.testing.queryable_checks import QUERYABLE_CHECKS
 from hypaware.testing.runner import CheckOutcome, _as_test, _opted_out, _overrides, _run
 from hypaware.testing.sink_checks import SINK_CHECKS
 from hypaware.testing.sink_harness import SinkHarness
@@ -52,15 +53,19 @@ __all__ = [
     "EncoderHarness",
     "HookMissing",
     "Promise",
+    "QueryableSinkContract",
     "SinkContract",
     "SinkHarness",
     "StoreHarness",
     "run_encoder_checks",
+    "run_queryable_checks",
     "run_sink_checks",
     "run_store_checks",
 ]
 
 H = TypeVar("H")
+
+_ALL_SINK_CHECKS = {**SINK_CHECKS, **QUERYABLE_CHECKS}
 
 
 async def run_sink_checks(
@@ -73,7 +78,14 @@ async def run_sink_checks(
     ``failed`` without a promise. A harness that is itself broken (e.g.
     `read_rows` returns rows without ``row_id``) raises `AssertionError`.
     """
-    return await _run(SINK_CHECKS, harness, only, harness.skip_checks)
+    return await _run(SINK_CHECKS, harness, only, harness.skip_checks, _ALL_SINK_CHECKS)
+
+
+async def run_queryable_checks(
+    harness: SinkHarness, only: Iterable[str] | None = None
+) -> list[CheckOutcome]:
+    """Run the checks of a sink that claims ``queryable`` (all, or those in `only`)."""
+    return await _run(QUERYABLE_CHECKS, harness, only, harness.skip_checks, _ALL_SINK_CHECKS)
 
 
 async def run_store_checks(
@@ -168,7 +180,7 @@ class SinkContract:
         )
 
     async def _check(self, name: str, target: Any) -> None:
-        _opted_out(SINK_CHECKS, self.skip_checks)
+        _opted_out(_ALL_SINK_CHECKS, self.skip_checks)
         await _as_test(SINK_CHECKS[name], self.harness(target), self.skip_checks)
 
     @pytest.mark.asyncio
@@ -210,6 +222,27 @@ class SinkContract:
     @pytest.mark.asyncio
     async def test_no_secrets_in_reprs(self, target: Any) -> None:
         await self._check("no_secrets_in_reprs", target)
+
+
+class QueryableSinkContract(SinkContract):
+    """A queryable sink's conformance tests: every `SinkContract` check, and exact reads.
+
+    `scan()` returns every committed row once, leaves out the partitions in
+    `exclude`, and honours `columns` and `filter`; and `hypaware.query`
+    reads every row once after the sink commits a batch whose ack is lost.
+    """
+
+    @pytest.mark.asyncio
+    async def test_scan_is_exact(self, target: Any) -> None:
+        await self._queryable("scan_is_exact", target)
+
+    @pytest.mark.asyncio
+    async def test_query_after_lost_ack_reads_rows_once(self, target: Any) -> None:
+        await self._queryable("query_after_lost_ack_reads_rows_once", target)
+
+    async def _queryable(self, name: str, target: Any) -> None:
+        _opted_out(_ALL_SINK_CHECKS, self.skip_checks)
+        await _as_test(QUERYABLE_CHECKS[name], self.harness(target), self.skip_checks)
 
 
 class BlobStoreContract:

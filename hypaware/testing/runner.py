@@ -43,13 +43,14 @@ async def _run(
     harness: H,
     only: Iterable[str] | None,
     skip: Mapping[str, str] | None = None,
+    known: Mapping[str, object] | None = None,
 ) -> list[CheckOutcome]:
     names = list(checks) if only is None else list(only)
     unknown = [n for n in names if n not in checks]
     if unknown:
         raise ValueError(f"unknown checks {unknown}; known: {sorted(checks)}")
     skip = dict(skip or {})
-    _opted_out(checks, skip)
+    _opted_out(known if known is not None else checks, skip)
     outcomes: list[CheckOutcome] = []
     for name in names:
         if name in skip:

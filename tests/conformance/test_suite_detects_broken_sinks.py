@@ -14,8 +14,10 @@ import pytest
 from hypaware.testing.conformance import (
     CheckOutcome,
     Promise,
+    QueryableSinkContract,
     SinkContract,
     SinkHarness,
+    run_queryable_checks,
     run_sink_checks,
 )
 
@@ -24,11 +26,13 @@ from .toy_sinks import (
     BlockingCloseSink,
     Destination,
     DuplicatingSink,
+    ExcludeIgnoringSink,
     ForgetfulSink,
     LeakyReprSink,
     ListSink,
     RaisingSink,
     ReopeningSink,
+    ScanListSink,
 )
 
 TOKEN = "tok-5ecr3t-value"
@@ -268,3 +272,48 @@ def test_missing_read_rows_fails_under_pytest_and_an_opt_out_prints_its_reason(
     assert "check 'reexport_is_idempotent' needs read_rows" in proc.stdout
     assert "opted out by the author: rows are write-only here" in proc.stdout
     assert "1 failed, 1 skipped" in proc.stdout
+
+
+async def test_a_correct_queryable_sink_passes_the_queryable_checks() -> None:
+    outcomes = by_name(await run_queryable_checks(harness(ScanListSink)))
+    assert {n: o.message for n, o in outcomes.items() if o.status != "passed"} == {}
+    assert set(outcomes) == {"scan_is_exact", "query_after_lost_ack_reads_rows_once"}
+
+
+async def test_a_scan_ignoring_exclude_is_caught_directly_and_through_a_query() -> None:
+    outcomes = by_name(await run_queryable_checks(harness(ExcludeIgnoringSink)))
+    direct = outcomes["scan_is_exact"]
+    assert direct.promise is Promise.SCAN_EXACT
+    assert direct.message.startswith("scan(exclude={'p2'}) returned 7 row(s) it should not")
+    through = outcomes["query_after_lost_ack_reads_rows_once"]
+    assert through.promise is Promise.SCAN_EXACT
+    assert "ack was lost" in through.message and "returned 15 row(s) twice" in through.message
+
+
+async def test_a_sink_whose_scan_takes_no_exclude_is_not_queryable() -> None:
+    class NoExclude(ScanListSink):
+        def scan(self, dataset: Any, *, columns: Any = None, filter: Any = None) -> Any:  # type: ignore[override]
+            return super().scan(dataset, columns=columns, filter=filter)
+
+    outcomes = by_name(
+        await run_queryable_checks(
+            harness(NoExclude), only=["query_after_lost_ack_reads_rows_once"]
+        )
+    )
+    failure = outcomes["query_after_lost_ack_reads_rows_once"]
+    assert failure.status == "failed"
+    assert "takes no 'exclude' keyword" in failure.message
+
+
+class TestScanListSinkContract(QueryableSinkContract):
+    """The toy queryable sink through the pytest face of the suite: every check."""
+
+    @pytest.fixture
+    def target(self) -> Destination:
+        return Destination()
+
+    def make_sink(self, target: Destination) -> ScanListSink:
+        return ScanListSink(target)
+
+    def read_rows(self, target: Destination, dataset: Any) -> list[dict[str, Any]]:
+        return target.rows(dataset.name)
