@@ -26,7 +26,7 @@ from hypaware import (
     resolve,
 )
 from hypaware.core.paths import encode_segment
-from hypaware.testing.conformance import EncoderContract, SinkContract
+from hypaware.testing.conformance import EncoderContract, QueryableSinkContract, SinkContract
 
 
 def build_one(target: Path, sink: dict[str, Any]) -> Sink:
@@ -36,7 +36,7 @@ def build_one(target: Path, sink: dict[str, Any]) -> Sink:
     return build(plan, config=config)
 
 
-class TestSqliteSink(SinkContract):
+class TestSqliteSink(QueryableSinkContract):
     def make_sink(self, target: Path) -> Sink:
         sink = build_one(target, {"plugin": "@acme/sqlite", "config": {"path": "db/acme.db"}})
         assert isinstance(sink, SqliteSink)
