@@ -9,7 +9,8 @@ it must never do.
 from __future__ import annotations
 
 from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Iterator
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -24,9 +25,11 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AsyncClosing",
     "BlobStore",
     "Encoder",
     "Flushable",
+    "ManagedSink",
     "QueryableSink",
     "Sink",
     "TableFormat",
@@ -166,13 +169,57 @@ class Sink(Protocol):
 
 
 @runtime_checkable
+class ManagedSink(Sink, Protocol):
+    """A `Sink` that is also an async context manager closing it on exit.
+
+    What `hypaware.build` returns: ``async with build(plan) as sink:``.
+    """
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+class AsyncClosing:
+    """Mix-in: ``async with`` for anything with an async `close()`.
+
+    Inherit it in a sink (or any object with ``async def close()``) so
+    ``async with sink:`` closes it on the way out, exception or not.
+    `hypaware.build` hands back a sink without it wrapped in a thin proxy;
+    with it, you get your own class back.
+    """
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self: _Closable,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+@runtime_checkable
 class Flushable(Protocol):
     """A sink that buffers and can be asked to make buffered data durable now.
 
     When `flush()` is called: by `ExportDriver.flush()` (for every built sink
-    that has it), and by `ExportDriver.close()` just before it closes the
-    sink, within close's one-second budget. Never concurrently with an
-    `export_batch` the driver is waiting on for the same sink. Acknowledging
+    that has it; call it between runs), and by `ExportDriver.close()` just
+    before it closes the sink, within close's one-second budget (an export
+    that close is interrupting may still be returning then: do not wait for
+    it). Nothing else calls it; a sink used without the driver is flushed by
+    whoever uses it. Acknowledging
     a partition (`ExportResult.exported`) still means it is durable: a
     buffer may only hold what is safe to lose or to write again.
     """
