@@ -234,6 +234,10 @@ class TableFormat(Protocol):
     """Writes batches as a table (data files plus a catalog commit) through a `BlobStore`.
 
     Built from a blob store and an encoder by the table format's factory.
+    A table format whose sink is queryable offers `scan` with the signature
+    and promises of `QueryableSink.scan`, `exclude` included; the query
+    planner reads a `TableSink` through it (hypaware's Iceberg format is read
+    through its snapshots instead).
     """
 
     async def write_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:

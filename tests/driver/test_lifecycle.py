@@ -64,7 +64,9 @@ async def test_async_with_closes_a_first_party_sink_and_keeps_its_class(tmp_path
 async def test_async_with_on_a_plugin_sink_without_it_goes_through_a_proxy(
     tmp_path: Path,
 ) -> None:
-    cfg = config(tmp_path, {"log": {"plugin": "@acme/rowlog", "config": {"path": "r.jsonl"}}})
+    cfg = config(
+        tmp_path, {"log": {"plugin": "@acme/rowlog", "config": {"path": str(tmp_path / "r.jsonl")}}}
+    )
     (plan,) = hypaware.resolve(cfg)
     built = hypaware.build(plan, config=cfg)
     assert isinstance(built, ManagedSink)
@@ -102,7 +104,9 @@ async def test_a_failing_flush_is_reported_and_the_sink_still_closes(tmp_path: P
 
 
 def test_export_once_from_synchronous_code(tmp_path: Path) -> None:
-    cfg = config(tmp_path, {"log": {"plugin": "@acme/rowlog", "config": {"path": "r.jsonl"}}})
+    cfg = config(
+        tmp_path, {"log": {"plugin": "@acme/rowlog", "config": {"path": str(tmp_path / "r.jsonl")}}}
+    )
     cache = make_cache(tmp_path / "cache", count=12)
     report = hypaware.export_once(cfg, cache=cache, backfill=True)
     assert isinstance(report, hypaware.RunReport)
