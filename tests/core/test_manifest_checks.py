@@ -127,3 +127,18 @@ def test_a_hand_built_plugin_is_checked_when_built(tmp_path: Any) -> None:
     with pytest.raises(PluginError, match="plugin @t/one-arg: factory"):
         ONE_ARG.load_factory()
     assert callable(GOOD.load_factory())
+
+
+def test_check_config_names_the_plugin_with_a_wrong_factory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hypaware.cli import main
+
+    monkeypatch.setattr(
+        metadata, "entry_points", fake_entry_points(ep("@t/one-arg", f"{__name__}:ONE_ARG"))
+    )
+    path = tmp_path / "hypaware.json"
+    path.write_text('{"sinks": {"s": {"plugin": "@t/one-arg"}}}')
+    assert main(["check-config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "plugin @t/one-arg: factory" in err and "factory(config, ctx)" in err
