@@ -10,9 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
-mypy_api = pytest.importorskip("mypy.api", reason="the typing test needs mypy installed")
+from mypy import api as mypy_api
 
 ROOT = Path(__file__).resolve().parents[2]
 REVEAL = Path(__file__).with_name("reveal_public_api.py")
