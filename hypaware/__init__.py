@@ -35,9 +35,11 @@ if TYPE_CHECKING:
     from hypaware.core.config import CacheConfig, HypawareConfig, SinkSpec
     from hypaware.core.config_loader import dump_config, load_config
     from hypaware.core.contracts import (
+        AsyncClosing,
         BlobStore,
         Encoder,
         Flushable,
+        ManagedSink,
         QueryableSink,
         Sink,
         TableFormat,
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from hypaware.export.build import build
     from hypaware.export.driver import ExportDriver
     from hypaware.export.observer import CountingObserver, ExportObserver
+    from hypaware.export.once import export_once
     from hypaware.export.reports import RunReport, SinkReport
     from hypaware.export.state import ProgressStore
     from hypaware.querying.api import query, query_async
@@ -74,6 +77,7 @@ _LAZY: dict[str, str] = {
     "Cache": "cache.protocol",
     "LocalCache": "cache.local",
     "ExportDriver": "export.driver",
+    "export_once": "export.once",
     "RunReport": "export.reports",
     "SinkReport": "export.reports",
     "CountingObserver": "export.observer",
@@ -84,7 +88,9 @@ _LAZY: dict[str, str] = {
     "SinkSpec": "core.config",
     "dump_config": "core.config_loader",
     "load_config": "core.config_loader",
+    "AsyncClosing": "core.contracts",
     "BlobStore": "core.contracts",
+    "ManagedSink": "core.contracts",
     "Encoder": "core.contracts",
     "Flushable": "core.contracts",
     "QueryableSink": "core.contracts",
@@ -117,6 +123,7 @@ _LAZY: dict[str, str] = {
 
 __all__ = [
     "AlreadyExistsError",
+    "AsyncClosing",
     "BlobStore",
     "BuildContext",
     "Cache",
@@ -138,6 +145,7 @@ __all__ = [
     "HypawareConfig",
     "HypawareError",
     "LocalCache",
+    "ManagedSink",
     "NotFoundError",
     "NotQueryableError",
     "ObjectMeta",
@@ -170,6 +178,7 @@ __all__ = [
     "__version__",
     "build",
     "dump_config",
+    "export_once",
     "load_config",
     "query",
     "query_async",

@@ -38,7 +38,7 @@ from hypaware.blob.batch_index import BatchIndex
 from hypaware.blob.day_passes import DayFeed, time_column_problem
 from hypaware.blob.file_writer import FileWriter, PartitionFailed, SinkClosing, WrittenFiles
 from hypaware.blob.layout import batch_stem
-from hypaware.core.contracts import BlobStore, Encoder
+from hypaware.core.contracts import AsyncClosing, BlobStore, Encoder
 from hypaware.core.errors import (
     EncodeError,
     PathError,
@@ -60,7 +60,7 @@ __all__ = ["BlobSink"]
 log = logging.getLogger(__name__)
 
 
-class BlobSink(FileWriter):
+class BlobSink(FileWriter, AsyncClosing):
     """Writes each batch through `encoder` into `store` (see the module doc).
 
     - `name`: the sink's name; part of every object name.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from hypaware.core.contracts import TableFormat
+from hypaware.core.contracts import AsyncClosing, TableFormat
 from hypaware.core.errors import SinkClosedError
 from hypaware.core.types import ExportBatch, ExportOptions, ExportResult
 
@@ -13,7 +13,7 @@ __all__ = ["TableSink"]
 log = logging.getLogger(__name__)
 
 
-class TableSink:
+class TableSink(AsyncClosing):
     """Adds the sink lifecycle to a table format.
 
     Errors from the table format come back as `retry_partitions`, never as

@@ -8,8 +8,9 @@ it must never do.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Iterator
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -24,9 +25,11 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AsyncClosing",
     "BlobStore",
     "Encoder",
     "Flushable",
+    "ManagedSink",
     "QueryableSink",
     "Sink",
     "TableFormat",
@@ -126,7 +129,9 @@ class Sink(Protocol):
 
     Lifecycle, as for OpenTelemetry exporters: `export_batch` any number of
     times, then `close()`. A second `close()` is a no-op; `export_batch`
-    after `close()` raises `SinkClosedError`.
+    after `close()` raises `SinkClosedError`. A sink built by
+    `hypaware.build` is also an async context manager that closes it on
+    exit (``async with hypaware.build(plan) as sink: ...``).
     """
 
     async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
@@ -137,9 +142,19 @@ class Sink(Protocol):
         advances its high-water past it) or in `retry_partitions` with a reason
         (the driver respools it on the next tick). A failure of one partition,
         or of the destination, is reported in the result: it must never raise
-        through the driver. Exporting the same `batch_id` again (after a
-        crash before the ack, or a respool) must not duplicate rows at the
-        destination.
+        through the driver.
+
+        Idempotent per (dataset, partition id), not per batch: a partition
+        may come back, and not only under the same `batch_id`. The driver
+        re-sends a batch left in flight by a crash under its own id, but a
+        partition reported for retry, or one whose acknowledgement was lost
+        or came after ``export_timeout``, is respooled into a *new* batch
+        with a new id, possibly next to other partitions. Exporting a
+        partition the destination already holds must not duplicate its rows:
+        derive the dedupe key (object names, a ledger row, an idempotency key)
+        from the dataset name and the partition id. `batch_id` is only for
+        grouping (naming one commit, one request); never dedupe by it alone,
+        nor by (batch id, partition).
         """
         ...
 
@@ -154,8 +169,60 @@ class Sink(Protocol):
 
 
 @runtime_checkable
+class ManagedSink(Sink, Protocol):
+    """A `Sink` that is also an async context manager closing it on exit.
+
+    What `hypaware.build` returns: ``async with build(plan) as sink:``.
+    """
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+class AsyncClosing:
+    """Mix-in: ``async with`` for anything with an async `close()`.
+
+    Inherit it in a sink (or any object with ``async def close()``) so
+    ``async with sink:`` closes it on the way out, exception or not.
+    `hypaware.build` hands back a sink without it wrapped in a thin proxy;
+    with it, you get your own class back.
+    """
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self: _Closable,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+@runtime_checkable
 class Flushable(Protocol):
-    """A sink that buffers and can be asked to make buffered data durable now."""
+    """A sink that buffers and can be asked to make buffered data durable now.
+
+    When `flush()` is called: by `ExportDriver.flush()` (for every built sink
+    that has it; call it between runs), and by `ExportDriver.close()` just
+    before it closes the sink, within close's one-second budget (an export
+    that close is interrupting may still be returning then: do not wait for
+    it). Nothing else calls it; a sink used without the driver is flushed by
+    whoever uses it. Acknowledging
+    a partition (`ExportResult.exported`) still means it is durable: a
+    buffer may only hold what is safe to lose or to write again.
+    """
 
     async def flush(self) -> None:
         """Make everything acknowledged so far durable. Raises `SinkError` on failure."""
@@ -167,13 +234,18 @@ class TableFormat(Protocol):
     """Writes batches as a table (data files plus a catalog commit) through a `BlobStore`.
 
     Built from a blob store and an encoder by the table format's factory.
+    A table format whose sink is queryable offers `scan` with the signature
+    and promises of `QueryableSink.scan`, `exclude` included; the query
+    planner reads a `TableSink` through it (hypaware's Iceberg format is read
+    through its snapshots instead).
     """
 
     async def write_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
         """Write the batch's data files and commit them in one transaction.
 
-        Exactly once: if a commit for `batch.batch_id` already exists, report
-        the batch as exported without writing again. Data files of a failed
+        Exactly once per partition: a partition already committed (under
+        this `batch_id` or another: a respool brings it back in a new batch)
+        is reported as exported without writing it again. Data files of a failed
         attempt are never left where a reader would see them. Same error
         rule as `Sink.export_batch`: report, do not raise.
         """
@@ -186,7 +258,17 @@ class TableFormat(Protocol):
 
 @runtime_checkable
 class QueryableSink(Sink, Protocol):
-    """A sink whose data can be scanned in place."""
+    """A sink whose data can be scanned in place, so `hypaware.query` reads it.
+
+    A query reads each partition from one side: the sink for the partitions
+    it holds and has been acknowledged for, the cache for the rest. The
+    planner therefore tells `scan` which partitions to leave out
+    (`exclude`), and a sink can honour that only if it knows which partition
+    each of its rows came from: keep the partition id with the rows (a
+    column, a ledger, an index of which files hold which partitions). A sink
+    that cannot must not declare ``supports={"queryable"}``; hypaware refuses
+    to read a sink whose `scan` takes no `exclude` keyword.
+    """
 
     def scan(
         self,
@@ -194,10 +276,23 @@ class QueryableSink(Sink, Protocol):
         *,
         columns: Iterable[str] | None = None,
         filter: pc.Expression | None = None,
+        exclude: Collection[str] = frozenset(),
     ) -> pa.RecordBatchReader:
         """Stream the dataset's rows held by this sink, restricted to `columns` and `filter`.
 
-        Uses the layout to prune (by day, by lookup key) and reads only what
-        the filter needs. Raises `StoreError` when the data cannot be read.
+        - `columns`: the columns to return, in this order (None: every
+          column of `dataset.schema`). Types are those of the dataset's schema
+          or ones that cast to them.
+        - `filter`: rows to keep; a sink may prune with it and must not return
+          a row it rejects.
+        - `exclude`: partition ids whose rows must not be returned, not one
+          row of them. The query planner passes the partitions the cache
+          answers for and those pending or in flight (a partition committed by
+          the sink but whose acknowledgement was lost is read from the cache);
+          returning them would read those rows twice.
+
+        Returns only rows of committed exports (never a partition written in
+        part). Uses the layout to prune (by day, by lookup key) and reads only
+        what the filter needs. Raises `StoreError` when the data cannot be read.
         """
         ...

@@ -8,23 +8,16 @@ a new registry.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Iterator, Mapping
 from importlib import metadata
 from types import MappingProxyType
 
 from hypaware.core.errors import PluginError
-from hypaware.core.manifest import PluginManifest
+from hypaware.core.manifest import PluginManifest, did_you_mean
 
 __all__ = ["ENTRY_POINT_GROUP", "Registry", "did_you_mean"]
 
 ENTRY_POINT_GROUP = "hypaware.plugins"
-
-
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest choice, or an empty string."""
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class Registry(Mapping[str, PluginManifest]):
@@ -57,7 +50,9 @@ class Registry(Mapping[str, PluginManifest]):
         """Load every plugin registered under `group` (plus `extra`).
 
         Raises `PluginError` listing every entry point that cannot be imported,
-        is not a `PluginManifest`, or whose name differs from its manifest's.
+        is not a `PluginManifest`, whose name differs from its manifest's, or
+        whose factory cannot be imported or called the way hypaware calls it
+        (`PluginManifest.load_factory`).
         """
         manifests: list[PluginManifest] = []
         origins: dict[str, str] = {}
@@ -81,6 +76,13 @@ class Registry(Mapping[str, PluginManifest]):
                 continue
             if obj.name != ep.name:
                 problems.append(f"{label}: names manifest {obj.name!r}; the names must match")
+                continue
+            try:
+                # As pluggy checks hook implementations when they register: a
+                # factory that cannot be called as hypaware calls it fails here.
+                obj.load_factory()
+            except PluginError as exc:
+                problems.append(f"{label}: {exc}")
                 continue
             seen[ep.name] = ep.value
             manifests.append(obj)

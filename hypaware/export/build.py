@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from hypaware.core.config import HypawareConfig
+from hypaware.core.contracts import AsyncClosing, ManagedSink, Sink
 from hypaware.core.errors import ConfigError, HypawareError, PluginError
 from hypaware.core.manifest import TABLE_FORMAT
 from hypaware.core.resolver import BuildContext, Component, SinkPlan
+from hypaware.core.types import ExportBatch, ExportOptions, ExportResult
 
 __all__ = ["build"]
 
@@ -25,16 +27,66 @@ def build(
     *,
     config: HypawareConfig | None = None,
     env: Mapping[str, str] | None = None,
-) -> Any:
+) -> ManagedSink:
     """Construct the live sink for `plan`.
 
     Imports the plugins' factories, reads secrets from `env` (default:
     ``os.environ``), and for a blob sink composes destination and writer.
     Raises `ConfigError` (a missing secret) or `PluginError` naming the sink
     and plugin when a factory fails or returns something that is not what its
-    kind promises. Returns a `hypaware.core.contracts.Sink`.
+    kind promises.
+
+    Returns a `Sink` that is also an async context manager
+    (``async with build(plan) as sink:`` closes it). A plugin's sink that is
+    not one already (see `hypaware.core.contracts.AsyncClosing`) comes back
+    in a thin proxy that forwards every attribute to it.
     """
-    from hypaware.core.contracts import BlobStore, Encoder, Sink, TableFormat
+    return _managed(_build(plan, config=config, env=env))
+
+
+def _managed(sink: Sink) -> ManagedSink:
+    if isinstance(sink, ManagedSink):
+        return sink
+    return _Managed(sink)
+
+
+class _Managed(AsyncClosing):
+    """``async with`` for a plugin's sink that lacks it; everything else is the sink's.
+
+    ``isinstance(sink, PluginSink)`` still holds (through `__class__`);
+    ``type(sink)`` is this proxy.
+    """
+
+    __slots__ = ("_sink",)
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+
+    async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
+        return await self._sink.export_batch(batch, opts)
+
+    async def close(self) -> None:
+        await self._sink.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sink, name)
+
+    # isinstance() consults __class__: the plugin's own class checks still hold.
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(self._sink)
+
+    def __repr__(self) -> str:
+        return repr(self._sink)
+
+
+def _build(
+    plan: SinkPlan,
+    *,
+    config: HypawareConfig | None,
+    env: Mapping[str, str] | None,
+) -> Sink:
+    from hypaware.core.contracts import BlobStore, Encoder, TableFormat
 
     base = Path(config.base_dir) if config is not None and config.base_dir else Path.cwd()
     state = config.state_path if config is not None else base / ".hypaware"
@@ -68,7 +120,8 @@ def build(
         return obj
 
     if plan.plugin is not None:
-        return make(plan.plugin, Sink)
+        sink: Sink = make(plan.plugin, Sink)
+        return sink
 
     assert plan.writer is not None
     assert plan.destination is not None

@@ -22,7 +22,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 
 from hypaware.cache.protocol import Cache, ExportFloor, RetentionAware
 from hypaware.core.config import HypawareConfig, SinkSpec
@@ -193,11 +194,44 @@ class ExportDriver:
         else:
             await self._stop.wait()
 
-    async def close(self) -> None:
-        """Stop: close the sinks (aborting their waits), cancel what is left, close the state.
+    async def __aenter__(self) -> Self:
+        return self
 
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def flush(self) -> list[str]:
+        """Ask every built sink that buffers (`Flushable`) to make its data durable now.
+
+        Waits for no pass: call it between runs. Returns the errors, one per
+        sink that failed (each also logged and sent to the observer).
+        """
+        from hypaware.core.contracts import Flushable
+
+        errors: list[str] = []
+        for runner in self._runners.values():
+            if runner.sink is None or not isinstance(runner.sink, Flushable):
+                continue
+            try:
+                await runner.sink.flush()
+            except Exception as exc:
+                message = f"sink {runner.name!r}: flush() failed: {_describe(exc)}"
+                errors.append(message)
+                self._error(runner.name, message)
+        return errors
+
+    async def close(self) -> None:
+        """Stop: flush and close the sinks (aborting their waits), cancel the rest, close the state.
+
+        A sink that buffers (`Flushable`) is flushed just before it is closed.
         Returns within about a second and leaves no task behind. A second
-        call is a no-op.
+        call is a no-op. ``async with ExportDriver(...) as driver:`` closes
+        it on the way out.
         """
         if self._closed:
             return
@@ -227,7 +261,14 @@ class ExportDriver:
         self.state.close()
 
     async def _close_sink(self, runner: _Runner) -> None:
+        from hypaware.core.contracts import Flushable
+
         assert runner.sink is not None
+        if isinstance(runner.sink, Flushable):
+            try:
+                await runner.sink.flush()
+            except Exception as exc:
+                self._error(runner.name, f"sink {runner.name!r}: flush() failed: {_describe(exc)}")
         try:
             await runner.sink.close()
         except Exception as exc:

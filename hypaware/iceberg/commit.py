@@ -32,6 +32,7 @@ __all__ = [
     "batch_summary",
     "check_layout",
     "commit_files",
+    "committed_partitions",
     "did_not_land",
     "find_commit",
 ]
@@ -131,6 +132,29 @@ def find_commit(table: Table, batch_id: str, digest: str) -> dict[str, str] | No
         if summary[SUMMARY_BATCH_ID] == batch_id and summary[SUMMARY_DIGEST] == digest:
             return {k: v for k, v in summary.additional_properties.items() if isinstance(v, str)}
     return None
+
+
+def committed_partitions(table: Table) -> frozenset[str]:
+    """Partition ids some hypaware commit in the current snapshot's history holds.
+
+    A partition respooled into a new batch (its ack was lost or late) is found
+    here, whatever batch committed it. Commits too large to list their
+    partitions are not counted; those are caught by batch id alone.
+    """
+    current = table.current_snapshot()
+    if current is None:
+        return frozenset()
+    from pyiceberg.table.snapshots import ancestors_of
+
+    held: set[str] = set()
+    for snapshot in ancestors_of(current, table.metadata):
+        extra = snapshot.summary.additional_properties if snapshot.summary else {}
+        listed = extra.get(SUMMARY_PARTITIONS)
+        if SUMMARY_BATCH_ID not in extra or not listed:
+            continue
+        failed = set(json.loads(extra.get(SUMMARY_FAILED, "[]")))
+        held.update(p for p in listed.split(",") if p and p not in failed)
+    return frozenset(held)
 
 
 def already_committed(batch: ExportBatch, summary: dict[str, str]) -> ExportResult:

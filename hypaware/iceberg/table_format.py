@@ -6,6 +6,8 @@ One `write_batch`:
    dataset, ``day(<time column>)`` partitions, sorted by lookup key then time);
 2. returns at once if a snapshot already carries this batch (its id and the
    digest of its partition set): a crash after commit never commits twice;
+   partitions some earlier commit holds (a respool into a new batch after a
+   lost or late ack) are acknowledged without being written again;
 3. adds new dataset columns to the table (by name; incompatible changes are
    refused);
 4. reads the batch's partitions, sorts all rows by day, lookup key and time,
@@ -30,6 +32,7 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, ValidationError
@@ -53,6 +56,7 @@ from hypaware.iceberg.commit import (
     batch_summary,
     check_layout,
     commit_files,
+    committed_partitions,
     did_not_land,
     find_commit,
 )
@@ -249,6 +253,20 @@ class IcebergTableFormat:
         done = find_commit(table, batch.batch_id, digest)
         if done is not None:
             return already_committed(batch, done)
+        # Idempotent per partition: one committed under another batch id (a
+        # respool after a lost or late ack) is acknowledged, not written again.
+        held = committed_partitions(table) & set(ids)
+        if held:
+            log.info(
+                "%s: partitions %s are already committed; not written again",
+                what,
+                ", ".join(sorted(held)),
+            )
+            rest = tuple(p for p in batch.partitions if p.id not in held)
+            if not rest:
+                return ExportResult(exported=ids)
+            result = self._write(attrs.evolve(batch, partitions=rest), what)
+            return attrs.evolve(result, exported=[*sorted(held), *result.exported])
 
         table = self._evolve(table, dataset, what)
         check_layout(table, dataset, what)

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from hypaware.core.loops import refuse_running_loop
 from hypaware.querying.context import _context
 from hypaware.querying.errors import (
     CacheOnlyWarning,
@@ -187,12 +188,7 @@ def query(
     `SourceUnreadableError` naming the part that could not be read. Call
     `query_async` from inside an event loop.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise QueryError("query() cannot run inside an event loop: await query_async() instead")
+    refuse_running_loop("query()", "query_async()", QueryError)
     return asyncio.run(
         query_async(
             source,

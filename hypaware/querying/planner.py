@@ -37,7 +37,7 @@ from hypaware.cache.protocol import Cache
 from hypaware.core.errors import CacheError
 from hypaware.core.types import DatasetInfo, PartitionRef
 from hypaware.querying.context import _Context
-from hypaware.querying.errors import CacheOnlyWarning, SourceUnreadableError
+from hypaware.querying.errors import CacheOnlyWarning, NotQueryableError, SourceUnreadableError
 from hypaware.querying.filters import Filters
 from hypaware.querying.sources import sink_source
 from hypaware.querying.sources.base import SinkView
@@ -92,6 +92,13 @@ async def _plan(
     info = ctx.dataset
     plan = QueryPlan(info, filters, ctx.sink_name)
     source = sink_source(ctx.sink_name, ctx.sink) if ctx.sink_name is not None else None
+    if source is None and ctx.sink_name is not None:
+        # Its plugin says queryable, but reading it could return rows twice.
+        raise NotQueryableError(
+            f"sink {ctx.sink_name!r} cannot be queried exactly: its scan() takes no "
+            "'exclude' keyword (QueryableSink.scan), so it cannot leave out the "
+            "partitions the cache answers for"
+        )
     if source is None:
         parts = _cache_parts(ctx.cache, info, filters)
         plan.cache_partitions = [p.id for p in parts]

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from hypaware.core.contracts import AsyncClosing
 from hypaware.core.errors import ConfigError, EncodeError, HypawareError, SinkClosedError
 from hypaware.core.types import (
     ExportBatch,
@@ -75,7 +76,7 @@ class Timeouts:
     read: float = 60.0
 
 
-class RequestSink:
+class RequestSink(AsyncClosing):
     """A `hypaware.core.contracts.Sink` that POSTs chunks of rows through a `Wire`.
 
     `transport`, `sleep` and `clock` are for tests (an ``httpx.MockTransport``,

@@ -1,6 +1,6 @@
-"""The conformance suite: prove that a sink or a blob store keeps hypaware's contracts.
+"""The conformance suite: prove that a sink, an encoder or a blob store keeps hypaware's contracts.
 
-Subclass `SinkContract` or `BlobStoreContract` in a test module (the class
+Subclass `SinkContract`, `EncoderContract` or `BlobStoreContract` in a test module (the class
 name must start with ``Test`` for pytest to collect it) and say how to build
 the object under test; every check becomes a test::
 
@@ -21,23 +21,25 @@ The same checks run without pytest through `run_sink_checks` /
 `run_store_checks`, which return one `CheckOutcome` per check. A failing
 check says which promise was broken, e.g. ``re-exporting batch 'b1'
 (attempt 2, same sink) duplicated 10 rows (...): export_batch must be
-idempotent per batch_id (...)``.
+idempotent per (dataset, partition id), not per batch (...)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-import attrs
 import pytest
 
 from hypaware.core.contracts import BlobStore, Sink
 from hypaware.core.types import DatasetInfo, ExportBatch
 from hypaware.testing.data import sample_batch, sample_dataset, sample_partition
-from hypaware.testing.promises import CheckSkipped, ContractViolation, Promise
+from hypaware.testing.encoder_contract import EncoderContract, EncoderHarness, run_encoder_checks
+from hypaware.testing.promises import CheckSkipped, ContractViolation, HookMissing, Promise
+from hypaware.testing.queryable_checks import QUERYABLE_CHECKS
+from hypaware.testing.runner import CheckOutcome, _as_test, _opted_out, _overrides, _run
 from hypaware.testing.sink_checks import SINK_CHECKS
 from hypaware.testing.sink_harness import SinkHarness
 from hypaware.testing.store_checks import STORE_CHECKS, StoreHarness
@@ -47,49 +49,23 @@ __all__ = [
     "CheckOutcome",
     "CheckSkipped",
     "ContractViolation",
+    "EncoderContract",
+    "EncoderHarness",
+    "HookMissing",
     "Promise",
+    "QueryableSinkContract",
     "SinkContract",
     "SinkHarness",
     "StoreHarness",
+    "run_encoder_checks",
+    "run_queryable_checks",
     "run_sink_checks",
     "run_store_checks",
 ]
 
 H = TypeVar("H")
 
-
-@attrs.frozen
-class CheckOutcome:
-    """The result of one check: ``passed``, ``failed`` (with the message) or ``skipped``."""
-
-    name: str
-    status: Literal["passed", "failed", "skipped"]
-    message: str = ""
-    promise: Promise | None = None
-
-
-async def _run(
-    checks: Mapping[str, Callable[[H], Awaitable[None]]], harness: H, only: Iterable[str] | None
-) -> list[CheckOutcome]:
-    names = list(checks) if only is None else list(only)
-    unknown = [n for n in names if n not in checks]
-    if unknown:
-        raise ValueError(f"unknown checks {unknown}; known: {sorted(checks)}")
-    outcomes: list[CheckOutcome] = []
-    for name in names:
-        try:
-            await checks[name](harness)
-        except ContractViolation as exc:
-            outcomes.append(CheckOutcome(name, "failed", str(exc), exc.promise))
-        except CheckSkipped as exc:
-            outcomes.append(CheckOutcome(name, "skipped", str(exc)))
-        except AssertionError:
-            raise  # the harness itself is wrong, not the object under test
-        except Exception as exc:
-            outcomes.append(CheckOutcome(name, "failed", f"raised {type(exc).__name__}: {exc}"))
-        else:
-            outcomes.append(CheckOutcome(name, "passed"))
-    return outcomes
+_ALL_SINK_CHECKS = {**SINK_CHECKS, **QUERYABLE_CHECKS}
 
 
 async def run_sink_checks(
@@ -102,7 +78,14 @@ async def run_sink_checks(
     ``failed`` without a promise. A harness that is itself broken (e.g.
     `read_rows` returns rows without ``row_id``) raises `AssertionError`.
     """
-    return await _run(SINK_CHECKS, harness, only)
+    return await _run(SINK_CHECKS, harness, only, harness.skip_checks, _ALL_SINK_CHECKS)
+
+
+async def run_queryable_checks(
+    harness: SinkHarness, only: Iterable[str] | None = None
+) -> list[CheckOutcome]:
+    """Run the checks of a sink that claims ``queryable`` (all, or those in `only`)."""
+    return await _run(QUERYABLE_CHECKS, harness, only, harness.skip_checks, _ALL_SINK_CHECKS)
 
 
 async def run_store_checks(
@@ -112,24 +95,17 @@ async def run_store_checks(
     return await _run(STORE_CHECKS, harness, only)
 
 
-async def _as_test(check: Callable[[H], Awaitable[None]], harness: H) -> None:
-    try:
-        await check(harness)
-    except CheckSkipped as exc:
-        pytest.skip(str(exc))
-
-
-def _overrides(obj: object, base: type, name: str) -> bool:
-    return getattr(type(obj), name) is not getattr(base, name)
-
-
 class SinkContract:
     """Base class of a sink's conformance tests.
 
     Implement `make_sink`; implement `read_rows` so rows can be counted (the
-    idempotence checks are skipped without it); optionally `stall`,
-    `local_root`, and the class attributes `secrets`, `close_timeout`.
+    idempotence checks fail without it, unless opted out of in
+    `skip_checks`); optionally `stall`, `local_root`, and the class
+    attributes `secrets`, `close_timeout`, `skip_checks`.
     """
+
+    #: Checks opted out of, by name, each with the reason (printed with the skip).
+    skip_checks: ClassVar[Mapping[str, str]] = {}
 
     #: Secret values the sink is configured with; none may leak.
     secrets: ClassVar[Sequence[str]] = ()
@@ -200,43 +176,73 @@ class SinkContract:
             secrets=tuple(self.secrets),
             close_timeout=self.close_timeout,
             export_timeout=self.export_timeout,
+            skip_checks=self.skip_checks,
         )
+
+    async def _check(self, name: str, target: Any) -> None:
+        _opted_out(_ALL_SINK_CHECKS, self.skip_checks)
+        await _as_test(SINK_CHECKS[name], self.harness(target), self.skip_checks)
 
     @pytest.mark.asyncio
     async def test_exports_every_partition(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["exports_every_partition"], self.harness(target))
+        await self._check("exports_every_partition", target)
 
     @pytest.mark.asyncio
     async def test_reexport_is_idempotent(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["reexport_is_idempotent"], self.harness(target))
+        await self._check("reexport_is_idempotent", target)
+
+    @pytest.mark.asyncio
+    async def test_respool_into_new_batch_is_idempotent(self, target: Any) -> None:
+        await self._check("respool_into_new_batch_is_idempotent", target)
 
     @pytest.mark.asyncio
     async def test_partition_failure_is_reported(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["partition_failure_is_reported"], self.harness(target))
+        await self._check("partition_failure_is_reported", target)
 
     @pytest.mark.asyncio
     async def test_export_after_close_raises(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["export_after_close_raises"], self.harness(target))
+        await self._check("export_after_close_raises", target)
 
     @pytest.mark.asyncio
     async def test_close_is_idempotent(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["close_is_idempotent"], self.harness(target))
+        await self._check("close_is_idempotent", target)
 
     @pytest.mark.asyncio
     async def test_close_during_export_is_prompt(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["close_during_export_is_prompt"], self.harness(target))
+        await self._check("close_during_export_is_prompt", target)
 
     @pytest.mark.asyncio
     async def test_close_aborts_wait(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["close_aborts_wait"], self.harness(target))
+        await self._check("close_aborts_wait", target)
 
     @pytest.mark.asyncio
     async def test_hostile_names_stay_under_root(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["hostile_names_stay_under_root"], self.harness(target))
+        await self._check("hostile_names_stay_under_root", target)
 
     @pytest.mark.asyncio
     async def test_no_secrets_in_reprs(self, target: Any) -> None:
-        await _as_test(SINK_CHECKS["no_secrets_in_reprs"], self.harness(target))
+        await self._check("no_secrets_in_reprs", target)
+
+
+class QueryableSinkContract(SinkContract):
+    """A queryable sink's conformance tests: every `SinkContract` check, and exact reads.
+
+    `scan()` returns every committed row once, leaves out the partitions in
+    `exclude`, and honours `columns` and `filter`; and `hypaware.query`
+    reads every row once after the sink commits a batch whose ack is lost.
+    """
+
+    @pytest.mark.asyncio
+    async def test_scan_is_exact(self, target: Any) -> None:
+        await self._queryable("scan_is_exact", target)
+
+    @pytest.mark.asyncio
+    async def test_query_after_lost_ack_reads_rows_once(self, target: Any) -> None:
+        await self._queryable("query_after_lost_ack_reads_rows_once", target)
+
+    async def _queryable(self, name: str, target: Any) -> None:
+        _opted_out(_ALL_SINK_CHECKS, self.skip_checks)
+        await _as_test(QUERYABLE_CHECKS[name], self.harness(target), self.skip_checks)
 
 
 class BlobStoreContract:

@@ -4,14 +4,14 @@ A conformance check that fails raises `ContractViolation`, whose message says
 what happened and then which promise that breaks, e.g.::
 
     re-exporting batch 'b1' duplicated 10 rows (e.g. 'events/p1/0'):
-    export_batch must be idempotent per batch_id (...)
+    export_batch must be idempotent per (dataset, partition id), not per batch (...)
 """
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["CheckSkipped", "ContractViolation", "Promise"]
+__all__ = ["CheckSkipped", "ContractViolation", "HookMissing", "Promise"]
 
 
 class Promise(enum.Enum):
@@ -32,11 +32,14 @@ class Promise(enum.Enum):
     )
     DURABLE = "a partition reported as exported must be at the destination, every row intact"
     EXACTLY_ONCE = "each row of an exported partition must land at the destination exactly once"
-    IDEMPOTENT = (
-        "export_batch must be idempotent per batch_id: exporting the same batch again "
-        "(after a crash before the ack) or respooling its partitions must not duplicate "
-        "rows at the destination"
+    PARTITION_IDEMPOTENT = (
+        "export_batch must be idempotent per (dataset, partition id), not per batch: a "
+        "partition exported again, under the same batch id (a crash before the ack) or "
+        "respooled into a new batch (a lost or late ack, a retry), must not duplicate "
+        "rows at the destination; the batch id is only for grouping"
     )
+    #: The former name of `PARTITION_IDEMPOTENT`.
+    IDEMPOTENT = PARTITION_IDEMPOTENT
     CLOSE_IDEMPOTENT = "close() must be idempotent: a second close() is a no-op"
     CLOSE_PROMPT = (
         "close() must return promptly and abort any in-flight wait; an export_batch "
@@ -60,6 +63,30 @@ class Promise(enum.Enum):
     )
     DELETE = "delete() must remove the object, and deleting a missing object is not an error"
     SECRETS = "secrets must never appear in repr(), str(), log records or error messages"
+    SCAN_EXACT = (
+        "QueryableSink.scan must return exactly the rows of the partitions the sink "
+        "committed, each once, and none of a partition named in exclude"
+    )
+    SCAN_PROJECTION = (
+        "QueryableSink.scan must return the requested columns, in order, with the "
+        "dataset's types, and only rows its filter passes"
+    )
+    ENCODER_ROLLOVER = (
+        "an Encoder must begin a new file once the current one reaches its target size"
+    )
+    ENCODER_STREAMS = (
+        "an Encoder must pull input batches only as it needs them, never the whole input "
+        "before its first bytes"
+    )
+    ENCODER_ORDER = (
+        "an Encoder's files must be taken in order: taking the next file before the "
+        "current one is read to the end must raise, not lose or reorder bytes"
+    )
+    ENCODER_ROWS = (
+        "an Encoder's files, read back by an independent reader, must hold every input "
+        "row once, and an empty input makes no file"
+    )
+    ENCODE_ERROR = "an Encoder must raise EncodeError for rows it cannot represent"
 
     @property
     def text(self) -> str:
@@ -77,3 +104,11 @@ class ContractViolation(AssertionError):
 
 class CheckSkipped(Exception):
     """A check that cannot run for this object (an optional hook is not provided)."""
+
+
+class HookMissing(Exception):
+    """A check needs a harness hook the author did not provide and did not opt out of.
+
+    A failure, not a skip: a check that silently does not run proves nothing.
+    Opt out by name (``skip_checks = {"check_name": "why"}``) to skip it.
+    """

@@ -18,6 +18,7 @@ from hypaware.testing.sink_delivery_checks import (
     check_exports_every_partition,
     check_partition_failure_is_reported,
     check_reexport_is_idempotent,
+    check_respool_into_new_batch_is_idempotent,
 )
 from hypaware.testing.sink_harness import SinkCheck, SinkHarness
 from hypaware.testing.sink_lifecycle_checks import (
@@ -37,6 +38,7 @@ __all__ = ["SINK_CHECKS", "SinkCheck", "SinkHarness"]
 SINK_CHECKS: dict[str, SinkCheck] = {
     "exports_every_partition": check_exports_every_partition,
     "reexport_is_idempotent": check_reexport_is_idempotent,
+    "respool_into_new_batch_is_idempotent": check_respool_into_new_batch_is_idempotent,
     "partition_failure_is_reported": check_partition_failure_is_reported,
     "export_after_close_raises": check_export_after_close_raises,
     "close_is_idempotent": check_close_is_idempotent,

@@ -1,9 +1,11 @@
 """Sink checks that every row lands at the destination exactly once.
 
 A healthy batch is exported whole and counted right; re-exporting a batch
-(same sink, or after a restart) duplicates nothing; a partition that cannot
-be read comes back for retry, and its respool lands it once. The row checks
-need `SinkHarness.read_rows`.
+(same sink, or after a restart) duplicates nothing; partitions that come
+back under a new batch id (the driver respools a partition whose ack was
+lost or late) duplicate nothing either; a partition that cannot be read
+comes back for retry, and its respool lands it once. The idempotence checks
+need `SinkHarness.read_rows` and fail without it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from hypaware.core.types import DatasetInfo, ExportBatch, ExportResult
 from hypaware.testing.data import expected_rows, sample_batch, sample_dataset, sample_partition
-from hypaware.testing.promises import CheckSkipped, ContractViolation, Promise
+from hypaware.testing.promises import ContractViolation, HookMissing, Promise
 from hypaware.testing.sink_harness import (
     SinkHarness,
     _build,
@@ -28,6 +30,7 @@ __all__ = [
     "check_exports_every_partition",
     "check_partition_failure_is_reported",
     "check_reexport_is_idempotent",
+    "check_respool_into_new_batch_is_idempotent",
 ]
 
 # ------------------------------------------------------------------ helpers
@@ -127,10 +130,12 @@ async def _check_landed(
             )
 
 
-def _need_rows(h: SinkHarness) -> None:
+def _need_rows(h: SinkHarness, check: str) -> None:
     if h.read_rows is None:
-        raise CheckSkipped(
-            "the harness cannot read the destination back (no read_rows), so rows cannot be counted"
+        raise HookMissing(
+            f"check {check!r} needs read_rows to count the rows at the destination, and the "
+            "harness has none: implement read_rows, or opt out by name with "
+            f"skip_checks = {{{check!r}: 'why the destination cannot be read back'}}"
         )
 
 
@@ -164,7 +169,7 @@ async def check_exports_every_partition(h: SinkHarness) -> None:
 
 async def check_reexport_is_idempotent(h: SinkHarness) -> None:
     """Re-exporting a batch, on the same sink and after a restart, duplicates nothing."""
-    _need_rows(h)
+    _need_rows(h, "reexport_is_idempotent")
     batch = _healthy_batch("conformance_reexport", [10, 7])
     expected = _expected(batch)
     async with _closing(h, await _build(h)) as sink:
@@ -175,14 +180,14 @@ async def check_reexport_is_idempotent(h: SinkHarness) -> None:
         again = await _export(h, sink, batch, attempt=2, doing=doing)
         _expect_exported(again, _ids(batch), doing)
         await _check_landed(
-            h, batch.dataset, expected, doing=doing, duplicate_promise=Promise.IDEMPOTENT
+            h, batch.dataset, expected, doing=doing, duplicate_promise=Promise.PARTITION_IDEMPOTENT
         )
     async with _closing(h, await _build(h)) as restarted:
         doing = f"re-exporting batch {batch.batch_id!r} (attempt 3, after a restart)"
         third = await _export(h, restarted, batch, attempt=3, doing=doing)
         _expect_exported(third, _ids(batch), doing)
         await _check_landed(
-            h, batch.dataset, expected, doing=doing, duplicate_promise=Promise.IDEMPOTENT
+            h, batch.dataset, expected, doing=doing, duplicate_promise=Promise.PARTITION_IDEMPOTENT
         )
 
 
@@ -233,5 +238,48 @@ async def check_partition_failure_is_reported(h: SinkHarness) -> None:
         if h.read_rows is not None:
             landed = {**_expected(batch, result.exported), **_expected(respool)}
             await _check_landed(
-                h, dataset, landed, doing=doing, duplicate_promise=Promise.IDEMPOTENT
+                h, dataset, landed, doing=doing, duplicate_promise=Promise.PARTITION_IDEMPOTENT
             )
+
+
+async def check_respool_into_new_batch_is_idempotent(h: SinkHarness) -> None:
+    """Partitions committed, then sent again in a new batch (a lost ack), land once."""
+    _need_rows(h, "respool_into_new_batch_is_idempotent")
+    dataset = sample_dataset("conformance_respool")
+    p1, p2, p3 = (
+        sample_partition(dataset, f"p{n}", rows, seq=n) for n, rows in ((1, 9), (2, 6), (3, 4))
+    )
+    first = sample_batch(dataset, [p1, p2], batch_id="b1")
+    async with _closing(h, await _build(h)) as sink:
+        doing = f"exporting batch {first.batch_id!r}"
+        result = await _export(h, sink, first, doing=doing)
+        _expect_exported(result, _ids(first), doing)
+        await _check_landed(h, dataset, _expected(first), doing=doing)
+        # The ack was lost (or came after export_timeout): the driver respools
+        # both partitions into a new batch, next to one that is new.
+        respool = sample_batch(dataset, [p3, p1, p2], batch_id="b7-respool")
+        doing = (
+            f"respooling partitions 'p1' and 'p2' of batch {first.batch_id!r}, whose ack "
+            f"was lost, into a new batch {respool.batch_id!r} (with new partition 'p3')"
+        )
+        again = await _export(h, sink, respool, doing=doing)
+        _expect_exported(again, _ids(respool), doing)
+        await _check_landed(
+            h,
+            dataset,
+            _expected(respool),
+            doing=doing,
+            duplicate_promise=Promise.PARTITION_IDEMPOTENT,
+        )
+    async with _closing(h, await _build(h)) as restarted:
+        late = sample_batch(dataset, [p2], batch_id="b9-respool")
+        doing = f"respooling partition 'p2' once more, in batch {late.batch_id!r}, after a restart"
+        third = await _export(h, restarted, late, doing=doing)
+        _expect_exported(third, _ids(late), doing)
+        await _check_landed(
+            h,
+            dataset,
+            _expected(respool),
+            doing=doing,
+            duplicate_promise=Promise.PARTITION_IDEMPOTENT,
+        )

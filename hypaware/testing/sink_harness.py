@@ -38,6 +38,10 @@ def _strs(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(values)
 
 
+def _str_map(values: Mapping[str, str]) -> dict[str, str]:
+    return dict(values)
+
+
 @attrs.frozen
 class SinkHarness:
     """How the checks reach one sink under test.
@@ -57,6 +61,9 @@ class SinkHarness:
       may show up in its repr, errors or logs.
     - `close_timeout`: how long `close()` (and an export it aborts) may take.
     - `export_timeout`: how long one healthy `export_batch` may take.
+    - `skip_checks`: checks the author opts out of, by name, each with the
+      reason (printed with the skip). A check that needs a hook the harness
+      lacks (e.g. `read_rows`) fails unless it is named here.
     """
 
     make_sink: Callable[[], Sink | Awaitable[Sink]]
@@ -66,6 +73,7 @@ class SinkHarness:
     secrets: tuple[str, ...] = attrs.field(default=(), converter=_strs)
     close_timeout: float = 5.0
     export_timeout: float = 60.0
+    skip_checks: Mapping[str, str] = attrs.field(factory=dict, converter=_str_map, hash=False)
 
 
 SinkCheck = Callable[[SinkHarness], Awaitable[None]]

@@ -15,7 +15,7 @@ from hypaware.blob.table_sink import TableSink
 from hypaware.core.contracts import BlobStore, Sink
 from hypaware.core.types import DatasetInfo
 from hypaware.testing.central import CentralServer, Reply
-from hypaware.testing.conformance import BlobStoreContract, SinkContract
+from hypaware.testing.conformance import BlobStoreContract, QueryableSinkContract, SinkContract
 from hypaware.testing.peers import AZURITE_KEY, AzuritePeer, GCSServer, S3Peer
 from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
 
@@ -43,7 +43,7 @@ def unique() -> str:
 # ----------------------------------------------------------------- blob sinks
 
 
-class TestParquetOnLocalFs(SinkContract):
+class TestParquetOnLocalFs(QueryableSinkContract):
     def make_sink(self, target: Path) -> Sink:
         return build_sink(
             target,
@@ -102,7 +102,7 @@ S3_ENV = {"CONFORMANCE_S3_SECRET": S3_SECRET}
 
 
 @pytest.mark.s3
-class TestParquetOnS3(SinkContract):
+class TestParquetOnS3(QueryableSinkContract):
     secrets = (S3_SECRET,)
 
     @pytest.fixture
@@ -129,7 +129,7 @@ class TestParquetOnS3(SinkContract):
 
 
 @pytest.mark.iceberg
-class TestIcebergOnLocalFs(SinkContract):
+class TestIcebergOnLocalFs(QueryableSinkContract):
     def _entry(self) -> dict[str, Any]:
         return {
             "writer": "@hypaware/format-iceberg",

@@ -14,20 +14,25 @@ import pytest
 from hypaware.testing.conformance import (
     CheckOutcome,
     Promise,
+    QueryableSinkContract,
     SinkContract,
     SinkHarness,
+    run_queryable_checks,
     run_sink_checks,
 )
 
 from .toy_sinks import (
+    BatchKeyedSink,
     BlockingCloseSink,
     Destination,
     DuplicatingSink,
+    ExcludeIgnoringSink,
     ForgetfulSink,
     LeakyReprSink,
     ListSink,
     RaisingSink,
     ReopeningSink,
+    ScanListSink,
 )
 
 TOKEN = "tok-5ecr3t-value"
@@ -61,11 +66,11 @@ async def test_duplicating_sink_breaks_idempotence() -> None:
     outcomes = by_name(await run_sink_checks(harness(DuplicatingSink)))
     failure = outcomes["reexport_is_idempotent"]
     assert failure.status == "failed"
-    assert failure.promise is Promise.IDEMPOTENT
+    assert failure.promise is Promise.PARTITION_IDEMPOTENT
     assert failure.message.startswith(
         "re-exporting batch 'b1' (attempt 2, same sink) duplicated 17 rows"
     )
-    assert "export_batch must be idempotent per batch_id" in failure.message
+    assert "export_batch must be idempotent per (dataset, partition id)" in failure.message
     assert outcomes["exports_every_partition"].status == "passed"
 
 
@@ -147,7 +152,7 @@ def test_a_broken_sink_fails_under_pytest_with_the_promise_named(tmp_path: Path)
             "-o",
             "asyncio_mode=strict",
             "-k",
-            "idempotent",
+            "reexport_is_idempotent",
             str(tmp_path / "test_dup.py"),
         ],
         cwd=tmp_path,
@@ -158,7 +163,7 @@ def test_a_broken_sink_fails_under_pytest_with_the_promise_named(tmp_path: Path)
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "ContractViolation: re-exporting batch 'b1'" in proc.stdout
-    assert "export_batch must be idempotent per batch_id" in proc.stdout
+    assert "export_batch must be idempotent per (dataset, partition id)" in proc.stdout
     assert "1 failed" in proc.stdout
 
 
@@ -166,3 +171,149 @@ def test_base_class_is_not_collected_as_a_test() -> None:
     assert not SinkContract.__name__.startswith("Test")
     with pytest.raises(NotImplementedError, match="must implement make_sink"):
         SinkContract().make_sink(None)
+
+
+async def test_dedupe_per_batch_and_partition_is_caught() -> None:
+    """Passes every check that re-sends under the same batch id; a respool doubles its rows."""
+    outcomes = by_name(await run_sink_checks(harness(BatchKeyedSink)))
+    failure = outcomes["respool_into_new_batch_is_idempotent"]
+    assert failure.status == "failed"
+    assert failure.promise is Promise.PARTITION_IDEMPOTENT
+    assert failure.message.startswith(
+        "respooling partitions 'p1' and 'p2' of batch 'b1', whose ack was lost, into a new "
+        "batch 'b7-respool' (with new partition 'p3') duplicated 15 rows"
+    )
+    assert "idempotent per (dataset, partition id), not per batch" in failure.message
+    # Every other check passes: only the respool check tells it apart.
+    others = {n: o.status for n, o in outcomes.items() if n != failure.name}
+    assert set(others.values()) <= {"passed", "skipped"}, others
+
+
+async def test_a_check_needing_read_rows_fails_without_it() -> None:
+    dest = Destination()
+    no_rows = SinkHarness(make_sink=lambda: ListSink(dest), close_timeout=0.5)
+    outcomes = by_name(await run_sink_checks(no_rows))
+    for name in ("reexport_is_idempotent", "respool_into_new_batch_is_idempotent"):
+        assert outcomes[name].status == "failed", name
+        assert f"check {name!r} needs read_rows" in outcomes[name].message
+        assert "skip_checks" in outcomes[name].message
+
+
+async def test_opting_out_by_name_skips_with_the_reason() -> None:
+    dest = Destination()
+    reason = "the destination is write-only"
+    opted = SinkHarness(
+        make_sink=lambda: ListSink(dest),
+        close_timeout=0.5,
+        skip_checks={
+            "reexport_is_idempotent": reason,
+            "respool_into_new_batch_is_idempotent": reason,
+        },
+    )
+    outcomes = by_name(await run_sink_checks(opted))
+    skipped = outcomes["respool_into_new_batch_is_idempotent"]
+    assert skipped.status == "skipped"
+    assert skipped.message.endswith(f"opted out by the author: {reason}")
+    with pytest.raises(ValueError, match="unknown checks"):
+        await run_sink_checks(
+            SinkHarness(make_sink=lambda: ListSink(dest), skip_checks={"nope": "x"})
+        )
+    with pytest.raises(ValueError, match="give the reason"):
+        await run_sink_checks(
+            SinkHarness(make_sink=lambda: ListSink(dest), skip_checks={"close_is_idempotent": " "})
+        )
+
+
+def test_missing_read_rows_fails_under_pytest_and_an_opt_out_prints_its_reason(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "test_norows.py").write_text(
+        textwrap.dedent(
+            """
+            from hypaware.testing.conformance import SinkContract
+            from tests.conformance.toy_sinks import Destination, ListSink
+
+            class TestNoRows(SinkContract):
+                def make_sink(self, target):
+                    return ListSink(Destination())
+
+            class TestOptedOut(SinkContract):
+                skip_checks = {"reexport_is_idempotent": "rows are write-only here"}
+
+                def make_sink(self, target):
+                    return ListSink(Destination())
+            """
+        )
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "asyncio_mode=strict",
+            "-k",
+            "reexport_is_idempotent",
+            str(tmp_path / "test_norows.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "check 'reexport_is_idempotent' needs read_rows" in proc.stdout
+    assert "opted out by the author: rows are write-only here" in proc.stdout
+    assert "1 failed, 1 skipped" in proc.stdout
+
+
+async def test_a_correct_queryable_sink_passes_the_queryable_checks() -> None:
+    outcomes = by_name(await run_queryable_checks(harness(ScanListSink)))
+    assert {n: o.message for n, o in outcomes.items() if o.status != "passed"} == {}
+    assert set(outcomes) == {"scan_is_exact", "query_after_lost_ack_reads_rows_once"}
+
+
+async def test_a_scan_ignoring_exclude_is_caught_directly_and_through_a_query() -> None:
+    outcomes = by_name(await run_queryable_checks(harness(ExcludeIgnoringSink)))
+    direct = outcomes["scan_is_exact"]
+    assert direct.promise is Promise.SCAN_EXACT
+    assert direct.message.startswith("scan(exclude={'p2'}) returned 7 row(s) it should not")
+    through = outcomes["query_after_lost_ack_reads_rows_once"]
+    assert through.promise is Promise.SCAN_EXACT
+    assert "ack was lost" in through.message and "returned 15 row(s) twice" in through.message
+
+
+async def test_a_sink_whose_scan_takes_no_exclude_is_not_queryable() -> None:
+    class NoExclude(ScanListSink):
+        def scan(self, dataset: Any, *, columns: Any = None, filter: Any = None) -> Any:  # type: ignore[override]
+            return super().scan(dataset, columns=columns, filter=filter)
+
+    outcomes = by_name(
+        await run_queryable_checks(
+            harness(NoExclude), only=["query_after_lost_ack_reads_rows_once"]
+        )
+    )
+    failure = outcomes["query_after_lost_ack_reads_rows_once"]
+    assert failure.status == "failed"
+    assert "takes no 'exclude' keyword" in failure.message
+
+
+class TestScanListSinkContract(QueryableSinkContract):
+    """The toy queryable sink through the pytest face of the suite: every check."""
+
+    @pytest.fixture
+    def target(self) -> Destination:
+        return Destination()
+
+    def make_sink(self, target: Destination) -> ScanListSink:
+        return ScanListSink(target)
+
+    def read_rows(self, target: Destination, dataset: Any) -> list[dict[str, Any]]:
+        return target.rows(dataset.name)

@@ -7,9 +7,20 @@ real sink gets it wrong.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection, Iterable
 from typing import Any
 
-from hypaware import ExportBatch, ExportOptions, ExportResult, RetryPartition, SinkClosedError
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from hypaware import (
+    DatasetInfo,
+    ExportBatch,
+    ExportOptions,
+    ExportResult,
+    RetryPartition,
+    SinkClosedError,
+)
 
 
 class Destination:
@@ -76,6 +87,13 @@ class DuplicatingSink(ListSink):
         self.dest.appended.setdefault(batch.dataset.name, []).extend(rows)
 
 
+class BatchKeyedSink(ListSink):
+    """Dedupes per (batch id, partition): a partition respooled into a new batch lands twice."""
+
+    def _store(self, batch: ExportBatch, part_id: str, rows: list[dict[str, Any]]) -> None:
+        self.dest.partitions[(batch.dataset.name, f"{batch.batch_id}/{part_id}")] = rows
+
+
 class BlockingCloseSink(ListSink):
     """close() waits for a drain that never comes."""
 
@@ -118,3 +136,38 @@ class LeakyReprSink(ListSink):
 
     def __repr__(self) -> str:
         return f"LeakyReprSink(token={self._token!r})"
+
+
+class ScanListSink(ListSink):
+    """A queryable `ListSink`: scans its partitions, leaving out those in `exclude`."""
+
+    def scan(
+        self,
+        dataset: DatasetInfo,
+        *,
+        columns: Iterable[str] | None = None,
+        filter: pc.Expression | None = None,
+        exclude: Collection[str] = frozenset(),
+    ) -> pa.RecordBatchReader:
+        rows = [
+            row
+            for (name, part_id), held in sorted(self.dest.partitions.items())
+            if name == dataset.name and part_id not in self._left_out(exclude)
+            for row in held
+        ]
+        table = pa.Table.from_pylist(rows, schema=dataset.schema)
+        if filter is not None:
+            table = table.filter(filter)
+        if columns is not None:
+            table = table.select(list(columns))
+        return pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
+
+    def _left_out(self, exclude: Collection[str]) -> Collection[str]:
+        return exclude
+
+
+class ExcludeIgnoringSink(ScanListSink):
+    """Takes `exclude` but returns every partition anyway."""
+
+    def _left_out(self, exclude: Collection[str]) -> Collection[str]:
+        return ()

@@ -84,8 +84,13 @@ def make_exploding(config: Any, ctx: Any) -> object:
     raise RuntimeError("cannot reach the control plane")
 
 
+def make_anything(config: Any, ctx: Any) -> object:
+    return object()
+
+
 def _m(name: str, kind: Any, **kw: Any) -> PluginManifest:
-    kw.setdefault("factory", "tests.core.fakes:make_endpoint")
+    endpoint = kw.get("config_class") is EndpointConfig
+    kw.setdefault("factory", f"tests.core.fakes:{'make_endpoint' if endpoint else 'make_anything'}")
     return PluginManifest(name=name, kind=kind, **kw)
 
 

@@ -202,13 +202,14 @@ def test_every_sink_problem_in_one_error() -> None:
 
 # ------------------------------------------------------------ properties
 
-CAPS = [BLOB_STORE, ENCODER, HTTP_ENDPOINT, "acme.queue", "acme.kv"]
+# Capability tags are a closed set (Literal); unknown ones are refused by the manifest.
+CAPS = [BLOB_STORE, ENCODER, HTTP_ENDPOINT, TABLE_FORMAT]
 
 
 @st.composite
 def writer_destination_pairs(draw: st.DrawFn) -> tuple[PluginManifest, PluginManifest]:
     requires = frozenset(
-        draw(st.sets(st.sampled_from([BLOB_STORE, HTTP_ENDPOINT, "acme.queue"]), min_size=1))
+        draw(st.sets(st.sampled_from([BLOB_STORE, HTTP_ENDPOINT, TABLE_FORMAT]), min_size=1))
     )
     writer = PluginManifest(name="@w/writer", kind="encoder", factory="m:f", requires=requires)
     dest_kind = draw(st.sampled_from(["destination", "sink", "encoder"]))

@@ -132,6 +132,34 @@ async def test_export_end_to_end_through_the_driver(config_file: Path) -> None:
     assert by_day.num_rows == 50
 
 
+async def test_query_reads_the_sqlite_sink_once_the_cache_drops_its_rows(
+    config_file: Path,
+) -> None:
+    """`hypaware.query` over the example's queryable sink: rows the cache no longer holds."""
+    import hypaware
+    from hypaware.querying.api import plan_query
+
+    config = load_config(config_file)
+    data = fill_cache(config, 30)
+    driver = ExportDriver.from_config(config)
+    try:
+        assert (await driver.run_once(backfill=True)).ok
+    finally:
+        await driver.close()
+    cache = LocalCache.from_config(config)
+    for part in cache.ready_partitions("calls"):  # as retention would, once exported
+        (cache.path / "calls" / "sealed" / f"{part.id}.parquet").unlink()
+
+    plan, reader = await plan_query(config, "calls", sink="ledger", columns=["tokens", "ts"])
+    table = reader.read_all()
+    assert plan.sink == "ledger" and plan.cache_partitions == []
+    assert table.schema.names == ["tokens", "ts"]
+    assert table.schema.field("ts").type == SCHEMA.field("ts").type
+    assert sorted(table.column("tokens").to_pylist()) == [r["tokens"] for r in data]
+    few = await hypaware.query_async(config, "calls", sink="ledger", where="tokens >= 25")
+    assert sorted(few.read_all().column("tokens").to_pylist()) == [25, 26, 27, 28, 29]
+
+
 async def test_export_through_resolve_build_and_export_batch(config_file: Path) -> None:
     config = load_config(config_file)
     fill_cache(config, 12)

@@ -9,8 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
+from hypaware_example_sqlite.arrow_ipc import ArrowIpcEncoder
 from hypaware_example_sqlite.sqlite_sink import SqliteSink, read_table
 
 from hypaware import (
@@ -24,7 +26,7 @@ from hypaware import (
     resolve,
 )
 from hypaware.core.paths import encode_segment
-from hypaware.testing.conformance import SinkContract
+from hypaware.testing.conformance import EncoderContract, QueryableSinkContract, SinkContract
 
 
 def build_one(target: Path, sink: dict[str, Any]) -> Sink:
@@ -34,7 +36,7 @@ def build_one(target: Path, sink: dict[str, Any]) -> Sink:
     return build(plan, config=config)
 
 
-class TestSqliteSink(SinkContract):
+class TestSqliteSink(QueryableSinkContract):
     def make_sink(self, target: Path) -> Sink:
         sink = build_one(target, {"plugin": "@acme/sqlite", "config": {"path": "db/acme.db"}})
         assert isinstance(sink, SqliteSink)
@@ -84,3 +86,21 @@ class TestArrowIpcOnLocalFs(SinkContract):
 
     def local_root(self, target: Path) -> Path:
         return target / "out"
+
+
+class TestArrowIpcEncoder(EncoderContract):
+    """The encoder alone: rollover, streaming, file order, errors; read back by pyarrow.ipc."""
+
+    reader = "pyarrow.ipc.open_file"
+
+    def make_encoder(self, target_size: int) -> ArrowIpcEncoder:
+        return ArrowIpcEncoder(None, target_size)
+
+    def read_file(self, data: bytes) -> pa.Table:
+        with ipc.open_file(pa.BufferReader(data)) as reader:
+            return reader.read_all()
+
+    def unrepresentable(self) -> tuple[pa.Schema, list[pa.RecordBatch]]:
+        # A batch whose columns are not the file's schema cannot go in the file.
+        schema = pa.schema([pa.field("n", pa.int64())])
+        return schema, [pa.record_batch([pa.array(["x"])], names=["n"])]

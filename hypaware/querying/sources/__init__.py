@@ -18,7 +18,9 @@ answers for so the sink never returns them too (`SinkView.reader`).
   snapshot, and a partition is claimed when a snapshot in that snapshot's
   history lists it in its ``hypaware.partitions`` summary.
 - Any other `QueryableSink`: its `scan`, with partitions claimed by the
-  progress store alone.
+  progress store, and every partition not claimed (the cache's, pending or
+  in flight) passed as `exclude`. A sink whose `scan` takes no `exclude`
+  cannot be read exactly, so it is not a source at all.
 
 
 One module per source kind: `parquet`, `iceberg` and `generic` read sinks,
@@ -32,7 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from hypaware.querying.sources.base import SinkView
-from hypaware.querying.sources.generic import GenericSource
+from hypaware.querying.sources.generic import GenericSource, scan_takes_exclude
 from hypaware.querying.sources.iceberg import IcebergSource
 from hypaware.querying.sources.parquet import ParquetSource
 
@@ -60,7 +62,11 @@ def sink_source(name: str, sink: Any) -> ParquetSource | IcebergSource | Generic
         if hasattr(sink.table, "load_table"):
             return IcebergSource(name, sink.table)
         scan = getattr(sink.table, "scan", None)
-        return GenericSource(name, sink.table) if callable(scan) else None
-    if callable(getattr(sink, "scan", None)):
+        return GenericSource(name, sink.table) if _exact(scan) else None
+    if _exact(getattr(sink, "scan", None)):
         return GenericSource(name, sink)
     return None
+
+
+def _exact(scan: Any) -> bool:
+    return callable(scan) and scan_takes_exclude(scan)

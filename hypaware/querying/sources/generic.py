@@ -1,7 +1,16 @@
-"""Any other `QueryableSink` as a query source: its `scan`, claims from the progress store alone."""
+"""Any other `QueryableSink` as a query source: its `scan`, told which partitions to leave out.
+
+A partition is claimed when the progress store says the sink acknowledged
+it. Every other partition the sink may hold (pending, in flight after a
+crash between the sink's commit and the driver's ack, or answered by the
+cache) is passed to `scan` as `exclude`, so no row is read twice. A sink
+whose `scan` takes no `exclude` keyword cannot keep that promise and is not
+read (`scan_takes_exclude`).
+"""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +23,20 @@ from hypaware.querying.sources.base import FloorReader, SinkView, _acked, _restr
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["GenericSource"]
+__all__ = ["GenericSource", "scan_takes_exclude"]
+
+
+def scan_takes_exclude(scan: Any) -> bool:
+    """Whether `scan` accepts the `exclude` keyword of `QueryableSink.scan`."""
+    try:
+        params = inspect.signature(scan).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        (p.name == "exclude" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+        or p.kind is p.VAR_KEYWORD
+        for p in params
+    )
 
 
 class GenericSource:
@@ -43,9 +65,13 @@ class _GenericView(SinkView):
         import pyarrow as pa
 
         target = pa.schema([self.info.schema.field(c) for c in filters.columns])
+        # Not acknowledged yet (the sink may have committed them: a lost ack)
+        # or answered by the cache: rows of these must come from the cache alone.
+        pending = self.floor.pending if self.floor is not None else frozenset()
+        exclude = frozenset(pending | {p.id for p in cache_side})
         try:
             reader = self.source.sink.scan(
-                self.info, columns=None, filter=filters.expression(self.info)
+                self.info, columns=None, filter=filters.expression(self.info), exclude=exclude
             )
         except Exception as exc:
             raise SourceUnreadableError(self.part, f"cannot scan: {exc}") from exc

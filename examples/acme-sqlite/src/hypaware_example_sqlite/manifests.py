@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from hypaware.core.config import FieldValueError, positive
-from hypaware.core.manifest import BLOB_STORE, PluginManifest
+from hypaware.core.manifest import BLOB_STORE, QUERYABLE, PluginManifest
 
 __all__ = ["ARROW_IPC", "SQLITE", "ArrowIpcConfig", "SqliteConfig"]
 
@@ -55,8 +55,11 @@ SQLITE = PluginManifest(
     name="@acme/sqlite",
     kind="sink",
     factory="hypaware_example_sqlite.sqlite_sink:make_sink",
+    supports={QUERYABLE},
     config_class=SqliteConfig,
-    description="Append exported rows to a SQLite database, exactly once per partition.",
+    description=(
+        "Append exported rows to a SQLite database, exactly once per partition; queryable."
+    ),
 )
 
 ARROW_IPC = PluginManifest(

@@ -1,7 +1,8 @@
 """``@acme/sqlite``: a `Sink` that appends exported rows to a SQLite database.
 
 One table per dataset (``<table_prefix><dataset name>``), with the
-dataset's columns plus ``_hyp_partition``. Exactly once per partition: a
+dataset's columns plus ``_hyp_partition``. Queryable: `scan` reads a table
+back and leaves out the partitions hypaware's query planner names. Exactly once per partition: a
 partition's rows and its entry in the ``_hypaware_exports`` ledger are
 committed in one transaction, and a partition already in the ledger is
 acknowledged without writing again. So re-exporting a batch (a retry, a
@@ -21,7 +22,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -42,6 +43,7 @@ from .manifests import SqliteConfig
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.compute as pc
 
 __all__ = ["LEDGER", "SqliteSink", "make_sink", "quote_identifier", "read_table"]
 
@@ -141,6 +143,31 @@ class SqliteSink:
             else:
                 exported.append(part.id)
         return ExportResult(exported=exported, retry_partitions=retry, rows_written=rows)
+
+    def scan(
+        self,
+        dataset: DatasetInfo,
+        *,
+        columns: Iterable[str] | None = None,
+        filter: pc.Expression | None = None,
+        exclude: Collection[str] = frozenset(),
+    ) -> pa.RecordBatchReader:
+        """The dataset's rows in the database, as `hypaware.QueryableSink.scan` promises.
+
+        Rows of a partition in `exclude` are left out by their ``_hyp_partition``;
+        `filter` is applied to the rows read, `columns` picks and orders them.
+        """
+        from .sqlite_read import scan_table
+
+        wanted = list(columns) if columns is not None else dataset.schema.names
+        return scan_table(
+            self.path,
+            self.table_name(dataset.name),
+            dataset.schema,
+            columns=wanted,
+            filter=filter,
+            exclude=exclude,
+        )
 
     async def close(self) -> None:
         """Stop the worker between record batches, roll back, close the database."""
