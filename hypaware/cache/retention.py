@@ -28,9 +28,14 @@ class CacheRetention(CacheReads):
     ) -> RetentionReport:
         now = now or self._clock()
         candidates: list[tuple[Segment, str, bool]] = []
+        parked: list[Segment] = []
         for info in self.datasets():
             floor = floors.get(info.name)
             for entry in self._all_segments(info.name):
+                if floor is not None and entry.id in floor.parked:
+                    # A parked partition waits for an operator; no cap may take it.
+                    parked.append(entry)
+                    continue
                 needed = floor is not None and floor.needs(self._ref(info, entry))
                 candidates.append((entry, info.name, needed))
         drop: dict[Path, tuple[Segment, str, bool]] = {}
@@ -40,9 +45,10 @@ class CacheRetention(CacheReads):
             soft = self.retention is not None and age > self.retention and not needed
             if hard or soft:
                 drop[seg.path] = (seg, ds, needed)
+        total = 0
         if self.max_bytes is not None:
             kept = [c for c in candidates if c[0].path not in drop]
-            total = sum(c[0].byte_size for c in kept)
+            total = sum(c[0].byte_size for c in kept) + sum(p.byte_size for p in parked)
             # Unneeded partitions go first, oldest first; needed ones only if that is not enough.
             for seg, ds, needed in sorted(kept, key=lambda c: (c[2], c[0].sealed_at, c[0].seq)):
                 if total <= self.max_bytes:
@@ -83,6 +89,14 @@ class CacheRetention(CacheReads):
                     seg.id,
                     extra={"dataset": ds, "partition": seg.id},
                 )
+        if parked and self.max_bytes is not None and total > self.max_bytes:
+            log.warning(
+                "cache is over its max_bytes cap by %d bytes, held by %d parked partitions; "
+                "`hypaware retry` them or reset the sinks that parked them",
+                total - self.max_bytes,
+                len(parked),
+                extra={"parked": len(parked)},
+            )
         return RetentionReport(tuple(dropped), tuple(forced), freed)
 
     def _all_segments(self, dataset: str) -> list[Segment]:

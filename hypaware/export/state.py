@@ -24,6 +24,7 @@ from hypaware.cache.protocol import ExportFloor
 from hypaware.core.errors import StateError
 from hypaware.core.sqlite import immediate_transaction
 from hypaware.core.types import RetryPartition
+from hypaware.export.ledger import LEDGER_SCHEMA, LedgerMixin
 
 __all__ = ["STATE_FILE", "InFlightBatch", "ProgressStore", "RespoolEntry", "SinkState"]
 
@@ -107,7 +108,7 @@ def _dt(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
-class ProgressStore:
+class ProgressStore(LedgerMixin):
     """Export progress in ``<state_dir>/progress.sqlite``.
 
     Raises `StateError` (naming the file) when the database is locked by
@@ -115,6 +116,11 @@ class ProgressStore:
     cannot be created. A failed change is rolled back whole, so no progress
     already recorded is ever lost; the file is never rewritten or removed.
     Not thread-safe: use it from one thread (the driver's event loop).
+
+    A missing or empty (0-byte) file is not a valid store: with
+    ``create=False`` it is refused; with ``create=True`` a new store is made
+    and `fresh` is True, so the driver can check that nothing shows the
+    sinks ran before (lost progress is refused, not absorbed).
     """
 
     def __init__(
@@ -129,6 +135,14 @@ class ProgressStore:
         self.busy_timeout = busy_timeout
         if not create and not self.path.exists():
             raise StateError(f"state database {self.path} does not exist (nothing exported yet)")
+        empty = self.path.exists() and self.path.stat().st_size == 0
+        if empty and not create:
+            raise StateError(
+                f"state database {self.path} is empty (0 bytes): it is not a valid progress "
+                "store; restore it from a backup, or run `hypaware export --backfill` or "
+                "`hypaware reset-progress` to start again"
+            )
+        self.fresh = empty or not self.path.exists()
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -149,7 +163,7 @@ class ProgressStore:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = FULL")
                 with immediate_transaction(self._db):
-                    for statement in _SCHEMA.split(";"):
+                    for statement in (_SCHEMA + LEDGER_SCHEMA).split(";"):
                         if statement.strip():
                             self._db.execute(statement)
                     self._db.execute(
