@@ -2,15 +2,17 @@
 
 Per sink: the high-water per dataset, the lag (partitions and rows ready in
 the cache but not exported to it, respooled ones included), the respool
-size, batches in flight, the last run and the last error. Reads only; safe
-to run while an export is running.
+size, parked partitions with their reasons, batches in flight, the last run,
+the last error with when it started and how many partitions it holds, and
+warnings: a destination that changed since its progress was recorded, or
+progress that was lost. Reads only; safe to run while an export is running.
+An empty (0-byte) progress store is an error, not "nothing exported".
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Any
 
@@ -19,6 +21,7 @@ from hypaware.cli.export import print_table
 from hypaware.core.config import HypawareConfig
 from hypaware.core.config_loader import load_config
 from hypaware.core.errors import CacheError, ConfigError, StateError
+from hypaware.export.identity import changes, fingerprint, prior_state
 from hypaware.export.state import STATE_FILE, ProgressStore, SinkState
 
 __all__ = ["collect_status", "register", "run"]
@@ -44,7 +47,7 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
     """The status document for every configured sink (and sinks with leftover progress)."""
     cache = LocalCache.from_config(config)
     state_file = config.state_path / STATE_FILE
-    store = ProgressStore(config.state_path) if state_file.exists() else None
+    store = ProgressStore(config.state_path, create=False) if state_file.exists() else None
     try:
         datasets = {d.name: d for d in cache.datasets()}
         names = [s.name for s in config.sinks]
@@ -78,11 +81,53 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
                     )
                     entry["respooled"] = len(again)
                 per_dataset[ds] = entry
-            out[name] = _sink_doc(configured, state, per_dataset, respooled)
+            doc = _sink_doc(configured, state, per_dataset, respooled)
+            parked = store.parked(name) if store is not None else []
+            doc["parked"] = len(parked)
+            doc["parked_partitions"] = [
+                {
+                    "dataset": p.dataset,
+                    "partition": p.partition_id,
+                    "reason": p.reason,
+                    "retryable": p.retryable,
+                    "attempts": p.attempts,
+                    "parked_at": _iso(p.parked_at),
+                }
+                for p in parked
+            ]
+            health = store.health(name) if store is not None else None
+            doc["failing"] = health is not None and health.error is not None
+            doc["error_since"] = _iso(health.error_since) if health else None
+            doc["error_partitions"] = health.error_partitions if health else 0
+            doc["warnings"] = _warnings(config, name, store) if configured else []
+            out[name] = doc
         return {"cache": str(cache.path), "state": str(state_file), "sinks": out}
     finally:
         if store is not None:
             store.close()
+
+
+def _warnings(config: HypawareConfig, name: str, store: ProgressStore | None) -> list[str]:
+    """What `hypaware export` would refuse for sink `name`, said before it does."""
+    spec = config.sink(name)
+    if store is None or not store.has_progress(name):
+        evidence = prior_state(config.state_path, name)
+        if evidence:
+            return [
+                f"progress of sink {name!r} is missing although {evidence[0]} shows it exported "
+                "before: export will refuse; restore the progress store, or use --backfill or "
+                f"`hypaware reset-progress --sink {name}`"
+            ]
+        return []
+    known = store.identity(name)
+    fp, text = fingerprint(spec)
+    if known is not None and known.fingerprint != fp:
+        return [
+            f"destination of sink {name!r} changed since its progress was recorded "
+            f"({changes(known.description, text)}): export will refuse; use --backfill to send "
+            f"the retained data there, or `hypaware reset-progress --sink {name}`"
+        ]
+    return []
 
 
 def _sink_doc(
@@ -106,9 +151,6 @@ def _sink_doc(
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
     try:
         config = load_config(args.config)
         doc = collect_status(config)
@@ -123,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2, sort_keys=True))
         return 0
     rows: list[tuple[str, ...]] = [
-        ("SINK", "HIGH-WATER", "LAG", "RESPOOL", "IN FLIGHT", "LAST RUN", "LAST ERROR")
+        ("SINK", "HIGH-WATER", "LAG", "RESPOOL", "PARKED", "IN FLIGHT", "LAST RUN", "LAST ERROR")
     ]
     for name, s in doc["sinks"].items():
         marks = ", ".join(
@@ -137,10 +179,26 @@ def run(args: argparse.Namespace) -> int:
                 marks or "-",
                 f"{s['lag_partitions']} partitions, {s['lag_rows']:,} rows",
                 str(s["respool"]),
+                str(s["parked"]),
                 str(s["in_flight"]),
                 s["last_run"] or "never",
-                s["last_error"] or "-",
+                _error_cell(s),
             )
         )
     print_table(rows, sys.stdout)
+    for name, s in doc["sinks"].items():
+        for p in s["parked_partitions"]:
+            print(
+                f"parked: {name} {p['dataset']}/{p['partition']} since {p['parked_at']} "
+                f"after {p['attempts']} attempts: {p['reason']}",
+                file=sys.stdout,
+            )
+        for warning in s["warnings"]:
+            print(f"warning: {warning}", file=sys.stdout)
     return 0
+
+
+def _error_cell(s: dict[str, Any]) -> str:
+    if s["failing"]:
+        return f"{s['last_error']} (since {s['error_since']}, {s['error_partitions']} partitions)"
+    return s["last_error"] or "-"

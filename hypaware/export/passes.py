@@ -459,6 +459,8 @@ class Exporter:
                 )
         report.parked += len(parked)
         report.add_failures(failures)
+        for failure in failures:
+            self._notify("error", name, failure.describe())
         self._notify(
             "partitions_retried",
             name,
