@@ -183,7 +183,7 @@ class ExportDriver:
         if self._closed:
             raise HypawareError("the export driver is closed")
         for name in names:
-            self._announce(self._runners[name])
+            self._announce(self._runners[name], backfill)
         tasks = [self._spawn(self._scheduled(self._runners[n], backfill)) for n in names]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -299,8 +299,9 @@ class ExportDriver:
 
     # ------------------------------------------------------------ schedule
 
-    def _announce(self, runner: _Runner) -> None:
-        """Say that `runner`'s sink is scheduled, and when it runs next (UTC)."""
+    def _announce(self, runner: _Runner, backfill: bool) -> None:
+        """Say that `runner`'s sink is scheduled, when it runs next (UTC), and what its
+        first pass will leave out of a dataset it has not started (without backfill)."""
         schedule = runner.spec.schedule
         try:
             last = self.state.last_slot(runner.name)
@@ -316,6 +317,33 @@ class ExportDriver:
             extra={"sink": runner.name, "schedule": schedule, "next_slot": when},
         )
         self._notify("sink_scheduled", runner.name, schedule, upcoming)
+        if backfill:
+            return
+        try:
+            infos = self.cache.datasets()
+            wanted = runner.spec.datasets
+            for info in infos:
+                if wanted is not None and info.name not in wanted:
+                    continue
+                if self.state.high_water(runner.name, info.name) is not None:
+                    continue
+                ready = self.cache.ready_partitions(info.name)
+                if ready:
+                    log.warning(
+                        "sink %s: dataset %s: starting at the end of the cache: %d sealed "
+                        "partitions (%d rows) are not exported; use --backfill to send them",
+                        runner.name,
+                        info.name,
+                        len(ready),
+                        sum(p.row_count for p in ready),
+                        extra={
+                            "sink": runner.name,
+                            "dataset": info.name,
+                            "skipped_partitions": len(ready),
+                        },
+                    )
+        except (CacheError, StateError, OSError) as exc:
+            self._error(runner.name, f"sink {runner.name!r}: cannot read what it would skip: {exc}")
 
     async def _scheduled(self, runner: _Runner, backfill: bool) -> None:
         schedule = runner.spec.schedule
