@@ -21,7 +21,8 @@ from hypaware.cli.export import print_table
 from hypaware.core.config import HypawareConfig
 from hypaware.core.config_loader import load_config
 from hypaware.core.errors import CacheError, ConfigError, StateError
-from hypaware.export.identity import changes, fingerprint, prior_state
+from hypaware.export.identity import changes, fingerprint
+from hypaware.export.ledger import prior_state
 from hypaware.export.state import STATE_FILE, ProgressStore, SinkState
 
 __all__ = ["collect_status", "register", "run"]
@@ -110,8 +111,9 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
 def _warnings(config: HypawareConfig, name: str, store: ProgressStore | None) -> list[str]:
     """What `hypaware export` would refuse for sink `name`, said before it does."""
     spec = config.sink(name)
-    if store is None or not store.has_progress(name):
-        evidence = prior_state(config.state_path, name)
+    lost = store is None or (name in store.prior_sinks() and not store.has_progress(name))
+    if lost:
+        evidence = prior_state(config.state_path, name).get(name, [])
         if evidence:
             return [
                 f"progress of sink {name!r} is missing although {evidence[0]} shows it exported "
@@ -119,6 +121,7 @@ def _warnings(config: HypawareConfig, name: str, store: ProgressStore | None) ->
                 f"`hypaware reset-progress --sink {name}`"
             ]
         return []
+    assert store is not None
     known = store.identity(name)
     fp, text = fingerprint(spec)
     if known is not None and known.fingerprint != fp:

@@ -90,7 +90,7 @@ class SinkSpec:
       256 MiB): bounds of one `ExportBatch`.
     - `export_timeout` (seconds, default 3600): the driver's budget for one
       `export_batch` call.
-    - `max_partition_attempts` (default 10): after this many failed attempts
+    - `max_partition_attempts` (default 100): after this many failed attempts
       (or one failure the sink marks not retryable) a partition is parked:
       kept in the cache, out of the retry loop, until ``hypaware retry``.
     """
@@ -106,7 +106,7 @@ class SinkSpec:
     max_batch_rows: int = attrs.field(default=1_000_000, validator=positive)
     max_batch_bytes: int = attrs.field(default=256 * 1024 * 1024, validator=positive)
     export_timeout: float = attrs.field(default=3600.0, validator=positive)
-    max_partition_attempts: int = attrs.field(default=10, validator=positive)
+    max_partition_attempts: int = attrs.field(default=100, validator=positive)
 
     @property
     def shape(self) -> SinkShape:

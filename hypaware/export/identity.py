@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hypaware.core.config import SinkSpec
+from hypaware.export.ledger import prior_state
 from hypaware.export.state import ProgressStore
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
     "IdentityCheck",
     "check_sink",
     "fingerprint",
-    "prior_state",
     "reset_progress",
 ]
 
@@ -96,18 +96,6 @@ def changes(before: str, after: str) -> str:
     return ", ".join(parts) or "the destination changed"
 
 
-def prior_state(state_dir: Path, sink: str) -> list[Path]:
-    """Files that show `sink` was exported before: its lock file and its own state files."""
-    found: list[Path] = []
-    lock = state_dir / "locks" / f"{sink}.lock"
-    if lock.exists():
-        found.append(lock)
-    own = state_dir / "sinks" / sink
-    if own.is_dir():
-        found.extend(sorted(p for p in own.rglob("*") if p.is_file()))
-    return found
-
-
 class IdentityCheck:
     """The outcome of `check_sink`: an error to refuse the pass with, or None, and
     whether the sink's progress was reset (a backfill to a new destination)."""
@@ -131,25 +119,24 @@ def check_sink(
     fp, text = fingerprint(spec)
     known = store.identity(name)
     if known is None:
-        if store.fresh and not store.has_progress(name):
-            evidence = prior_state(store.state_dir, name)
-            if evidence:
-                shown = ", ".join(str(p) for p in evidence[:3])
-                if not backfill:
-                    return IdentityCheck(
-                        f"sink {name!r}: the progress store {store.path} is new or empty, but "
-                        f"{shown} show this sink exported before: its progress was lost. "
-                        "Restore the progress store from a backup, or run with --backfill to "
-                        "send every retained partition not yet at the sink, or run "
-                        f"`hypaware reset-progress --sink {name} --from now|start`"
-                    )
-                log.warning(
-                    "sink %s: progress store %s was lost; backfilling from the first "
-                    "retained partition",
-                    name,
-                    store.path,
-                    extra={"sink": name},
+        if name in store.prior_sinks() and not store.has_progress(name):
+            evidence = prior_state(store.state_dir, name).get(name, [])
+            shown = ", ".join(str(p) for p in evidence[:3]) or "its state files"
+            if not backfill:
+                return IdentityCheck(
+                    f"sink {name!r}: the progress store {store.path} is new or empty, but "
+                    f"{shown} shows this sink exported before: its progress was lost. "
+                    "Restore the progress store from a backup, or run with --backfill to "
+                    "send every retained partition not yet at the sink, or run "
+                    f"`hypaware reset-progress --sink {name} --from now|start`"
                 )
+            log.warning(
+                "sink %s: progress store %s was lost; backfilling from the first "
+                "retained partition",
+                name,
+                store.path,
+                extra={"sink": name},
+            )
         store.record_identity(name, fp, text)
         return IdentityCheck()
     if known.fingerprint == fp:

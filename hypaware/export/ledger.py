@@ -16,6 +16,7 @@ open without losing anything.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -26,7 +27,14 @@ import attrs
 
 from hypaware.core.sqlite import immediate_transaction
 
-__all__ = ["LEDGER_SCHEMA", "LedgerMixin", "ParkedPartition", "SinkHealth", "SinkIdentity"]
+__all__ = [
+    "LEDGER_SCHEMA",
+    "LedgerMixin",
+    "ParkedPartition",
+    "SinkHealth",
+    "SinkIdentity",
+    "prior_state",
+]
 
 LEDGER_SCHEMA = """
 CREATE TABLE IF NOT EXISTS parked (
@@ -80,12 +88,55 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def prior_state(state_dir: Path, sink: str | None = None) -> dict[str, list[Path]]:
+    """Files that show sinks were exported before, by sink: lock files and sinks' own state.
+
+    With `sink`, only that sink's.
+    """
+    found: dict[str, list[Path]] = {}
+    locks = state_dir / "locks"
+    if locks.is_dir():
+        for lock in sorted(locks.glob("*.lock")):
+            found.setdefault(lock.stem, []).append(lock)
+    own = state_dir / "sinks"
+    if own.is_dir():
+        for d in sorted(own.iterdir()):
+            if d.is_dir() and ".replaced-" not in d.name:
+                files = sorted(p for p in d.rglob("*") if p.is_file())
+                if files:
+                    found.setdefault(d.name, []).extend(files)
+    if sink is not None:
+        return {sink: found[sink]} if sink in found else {}
+    return found
+
+
 class LedgerMixin:
     """Parking, identity and health methods of `ProgressStore` (see the module docstring)."""
 
     path: Path
     _db: sqlite3.Connection
     _errors: Callable[[str], AbstractContextManager[None]]
+
+    # ----------------------------------------------------------- lost state
+
+    def note_prior_state(self, state_dir: Path) -> None:
+        """Remember which sinks had state files when this store was created empty.
+
+        Such a sink has no progress here although it exported before: its
+        progress was lost, and the driver refuses it until told what to do.
+        """
+        sinks = sorted(prior_state(state_dir))
+        with self._errors("record prior state"), immediate_transaction(self._db):
+            self._db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('prior_sinks', ?)",
+                (json.dumps(sinks),),
+            )
+
+    def prior_sinks(self) -> list[str]:
+        """Sinks that had state files when this store was created empty (see above)."""
+        with self._errors("read prior state"):
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'prior_sinks'").fetchone()
+        return [] if row is None else [str(s) for s in json.loads(row[0])]
 
     # -------------------------------------------------------------- parking
 

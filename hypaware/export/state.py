@@ -170,6 +170,8 @@ class ProgressStore(LedgerMixin):
                         "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
                         (_SCHEMA_VERSION,),
                     )
+                if self.fresh:
+                    self.note_prior_state(self.state_dir)
                 version = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
                 if version is None or version[0] != _SCHEMA_VERSION:
                     raise StateError(
