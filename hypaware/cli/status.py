@@ -27,6 +27,9 @@ from hypaware.export.state import STATE_FILE, ProgressStore, SinkState
 
 __all__ = ["collect_status", "register", "run"]
 
+# Parked partitions listed one per line in the table view; --json lists them all.
+_PARKED_SHOWN = 10
+
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
@@ -190,10 +193,17 @@ def run(args: argparse.Namespace) -> int:
         )
     print_table(rows, sys.stdout)
     for name, s in doc["sinks"].items():
-        for p in s["parked_partitions"]:
+        shown = s["parked_partitions"][:_PARKED_SHOWN]
+        for p in shown:
             print(
                 f"parked: {name} {p['dataset']}/{p['partition']} since {p['parked_at']} "
                 f"after {p['attempts']} attempts: {p['reason']}",
+                file=sys.stdout,
+            )
+        if s["parked"] > len(shown):
+            print(
+                f"parked: {name}: {s['parked'] - len(shown)} more (see --json); "
+                f"`hypaware retry --sink {name}` puts them back in line",
                 file=sys.stdout,
             )
         for warning in s["warnings"]:

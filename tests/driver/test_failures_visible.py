@@ -4,6 +4,7 @@ with one WARNING per batch and reason (never one per partition). Real peers only
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,10 @@ def cache_dir(tmp_path: Path) -> Path:
 
 
 def test_local_root_that_cannot_be_written(
-    tmp_path: Path, cache_dir: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    cache_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The dataset's directory under the root is a file: every write under it fails.
     (tmp_path / "out").mkdir()
@@ -101,6 +105,12 @@ def test_local_root_that_cannot_be_written(
     parts = LocalCache(cache_dir, fsync=False).ready_partitions("events")
     assert status["sinks"]["files"]["parked"] == len(parts)
     assert "Not a directory" in status["sinks"]["files"]["parked_partitions"][0]["reason"]
+    # The table view, as on a terminal: the failure, since when, and over how many partitions.
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert main(["status", "--config", str(config)]) == 0
+    text = capsys.readouterr().out
+    assert "PARKED" in text and f", {len(parts)} partitions)" in text and "(since 20" in text
+    assert f"parked: files events/{parts[0].id} since" in text
 
 
 @pytest.mark.s3
