@@ -1,7 +1,7 @@
 """``hypaware status --config FILE``: where each sink stands.
 
 Per sink: the high-water per dataset, the lag (partitions and rows ready in
-the cache but not exported to it, respooled ones included), the respool
+the cache but not exported to it, respooled and parked ones included), the respool
 size, parked partitions with their reasons, batches in flight, the last run,
 the last error with when it started and how many partitions it holds, and
 warnings: a destination that changed since its progress was recorded, or
@@ -78,8 +78,10 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
                 else:
                     behind = cache.ready_partitions(ds, after=hw)
                     again = [r for r in respooled if r.dataset == ds]
+                    held = store.parked(name, ds) if store is not None else []
                     refs = [cache.partition(ds, r.partition_id) for r in again]
-                    entry["lag_partitions"] = len(behind) + len(again)
+                    refs += [cache.partition(ds, p.partition_id) for p in held]
+                    entry["lag_partitions"] = len(behind) + len(again) + len(held)
                     entry["lag_rows"] = sum(p.row_count for p in behind) + sum(
                         r.row_count for r in refs if r is not None
                     )

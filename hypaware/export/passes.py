@@ -474,9 +474,10 @@ class Exporter:
     def _report_lag(self, sink: str, info: DatasetInfo, report: SinkReport) -> None:
         high_water = self.state.high_water(sink, info.name) or 0
         behind = list(self.cache.ready_partitions(info.name, after=high_water))
-        respooled = self.state.respooled(sink, info.name)
-        refs = [self.cache.partition(info.name, e.partition_id) for e in respooled]
-        partitions = len(behind) + len(respooled)
+        waiting = [e.partition_id for e in self.state.respooled(sink, info.name)]
+        waiting += [p.partition_id for p in self.state.parked(sink, info.name)]
+        refs = [self.cache.partition(info.name, pid) for pid in waiting]
+        partitions = len(behind) + len(waiting)
         rows = sum(p.row_count for p in behind) + sum(r.row_count for r in refs if r)
         report.lag_partitions += partitions
         report.lag_rows += rows

@@ -251,8 +251,8 @@ class ProgressStore(LedgerMixin):
         """What `sink` has acknowledged of `dataset`, read in one consistent snapshot.
 
         A partition is acknowledged when its seq is at or below the returned
-        high-water and it is not in `pending` (respooled, or in a batch in
-        flight). None when the pair has never been seen. Read-only; used by
+        high-water and it is not in `pending` (respooled, parked, or in a
+        batch in flight). None when the pair has never been seen. Read-only; used by
         queries to split rows between the cache and the sink.
         """
         with self._errors("read progress"):
@@ -264,10 +264,11 @@ class ProgressStore(LedgerMixin):
                 ).fetchone()
                 pending = self._db.execute(
                     "SELECT partition_id FROM respool WHERE sink = ? AND dataset = ?"
+                    " UNION SELECT partition_id FROM parked WHERE sink = ? AND dataset = ?"
                     " UNION SELECT bp.partition_id FROM batch_partitions AS bp"
                     " JOIN batches AS b ON b.batch_id = bp.batch_id"
                     " WHERE b.sink = ? AND b.dataset = ?",
-                    (sink, dataset, sink, dataset),
+                    (sink, dataset, sink, dataset, sink, dataset),
                 ).fetchall()
             finally:
                 self._db.execute("COMMIT")

@@ -95,6 +95,9 @@ async def scenario(root: Path, plan: list[Behaviour], passes: int, max_attempts:
             assert not parked & set(sink.acks)
             for pid in parked:
                 assert cache.partition("events", pid) is not None, f"pass {n}: {pid} dropped"
+            # Queries must keep reading parked partitions from the cache.
+            floor = driver.state.export_floor("planned", "events")
+            assert floor is not None and parked <= floor.pending
         parked = {p.partition_id for p in driver.parked("planned")}
         for seq, pid in ids.items():
             # Exactly one of the two.
