@@ -134,3 +134,21 @@ def test_every_partition_ends_exported_once_or_parked(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(scenario(Path(tmp), plan, passes, max_attempts))
+
+
+async def test_unpark_names_an_unknown_sink_or_dataset(tmp_path: Path) -> None:
+    import pytest
+
+    from hypaware.core.errors import ConfigError
+
+    cache = LocalCache(tmp_path / "cache", fsync=False)
+    cache.define_dataset(events_info())
+    driver = ExportDriver(cache, [(spec("planned"), PlannedSink([]))], state=tmp_path / "state")
+    try:
+        with pytest.raises(ConfigError, match=r"did you mean 'planned'"):
+            driver.unpark("planed")
+        with pytest.raises(ConfigError, match=r"did you mean 'events'"):
+            driver.unpark("planned", dataset="event")
+        assert driver.unpark("planned", dataset="events") == []
+    finally:
+        await driver.close()
