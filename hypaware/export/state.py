@@ -205,7 +205,7 @@ class ProgressStore(LedgerMixin):
         except sqlite3.DatabaseError as exc:
             raise StateError(
                 f"state database {self.path} is corrupt ({exc}); it was left untouched: "
-                "restore it from a backup, or move it aside to start every sink afresh"
+                "restore it from a backup, or move it aside and export with --backfill"
             ) from exc
 
     def close(self) -> None:
