@@ -446,7 +446,7 @@ class Exporter:
                     name,
                     info.name,
                     batch_id,
-                    failure.summary(),
+                    failure.summary(name),
                     extra={
                         "sink": name,
                         "dataset": info.name,

@@ -15,7 +15,7 @@ import attrs
 
 from hypaware.core.types import RetryPartition
 
-__all__ = ["FIRST_IDS", "Failure", "RunReport", "SinkReport", "summarise"]
+__all__ = ["FIRST_IDS", "Failure", "RunReport", "SinkReport", "short_reason", "summarise"]
 
 # How many partition ids a failure summary names before it says "and N more".
 FIRST_IDS = 5
@@ -36,17 +36,34 @@ class Failure:
         """The failure as one line, naming its dataset."""
         return f"dataset {self.dataset!r}: {self.summary()}"
 
-    def summary(self) -> str:
-        """The failure as one line, for a context that already names the dataset."""
+    def summary(self, sink: str | None = None) -> str:
+        """The failure as one line, for a context that already names the dataset (and,
+        given `sink`, the sink: the reason's own mention of both is left out)."""
         ids = ", ".join(self.first_ids)
         more = self.partitions - len(self.first_ids)
         if more > 0:
             ids += f" and {more} more"
         kind = "retryable" if self.retryable else "not retryable"
-        text = f"{self.partitions} partitions failed ({kind}): {self.reason} [{ids}]"
+        reason = self.reason if sink is None else short_reason(self.reason, sink, self.dataset)
+        text = f"{self.partitions} partitions failed ({kind}): {reason} [{ids}]"
         if self.parked:
             text += f"; {self.parked} parked"
         return text
+
+
+def short_reason(reason: str, sink: str, dataset: str) -> str:
+    """`reason` without its leading mention of `sink` and `dataset`, for a log line whose
+    prefix names them already. ``sink 'a' (where): ...`` keeps the where."""
+    head = f"sink {sink!r}"
+    if reason.startswith(head + ": "):
+        reason = reason[len(head) + 2 :]
+    elif reason.startswith(head + " (") and "): " in reason:
+        where, _, rest = reason[len(head) + 2 :].partition("): ")
+        reason = f"{where}: {rest}"
+    lead = f"dataset {dataset!r}: "
+    if reason.startswith(lead):
+        reason = reason[len(lead) :]
+    return reason
 
 
 def summarise(dataset: str, retry: Iterable[RetryPartition]) -> list[Failure]:
