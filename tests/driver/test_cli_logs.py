@@ -97,3 +97,27 @@ def test_json_logs_from_the_command_line(
     assert batches == []  # nothing to send after a fresh start
     # Nothing left behind on the root logger.
     assert root.handlers == handlers and root.level == level
+
+
+def test_scheduled_and_piped_one_line_per_pass_naming_its_failure() -> None:
+    from datetime import UTC, datetime
+
+    from hypaware.core.types import RetryPartition
+    from hypaware.export.reports import SinkReport, summarise
+
+    stream = io.StringIO()
+    display = ProgressDisplay(stream, ["fwd"], live=False, scheduled=True)
+    display.sink_scheduled("fwd", "*/5 * * * *", datetime(2026, 6, 1, 0, 5, tzinfo=UTC))
+    report = SinkReport("fwd", partitions=2, rows=20, parked=3)
+    report.add_failures(
+        summarise("events", [RetryPartition(f"p{i}", "401", retryable=False) for i in range(3)])
+    )
+    display.pass_finished("fwd", report)
+    display.pass_finished("fwd", SinkReport("fwd", partitions=1, rows=5))
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "sink fwd: schedule '*/5 * * * *' (UTC), next pass at 2026-06-01T00:05:00Z"
+    assert lines[1].startswith("sink fwd: pass done: 2 partitions, 20 rows")
+    assert "3 failed, 3 parked" in lines[1] and "401" in lines[1]
+    assert lines[2] == "sink fwd: pass done: 1 partitions, 5 rows, 0 B"
+    assert "\r" not in stream.getvalue()
+    assert display.counters["fwd"].passes == 2
