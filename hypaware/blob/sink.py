@@ -207,15 +207,24 @@ class BlobSink(FileWriter, AsyncClosing):
             for p in batch.partitions
             if p.id not in held
         ]
-        for entry in retry:
-            if entry.reason == why.reason:
-                log.warning(
-                    "sink %s: partition %s not written: %s",
-                    self.name,
-                    entry.partition_id,
-                    why.reason,
-                    extra={"sink": self.name, "partition": entry.partition_id},
-                )
+        same = [e.partition_id for e in retry if e.reason == why.reason]
+        if same:
+            # One line per batch: the driver warns once per reason, with the counts.
+            log.info(
+                "sink %s: dataset %s: batch %s: %d partitions not written (%s): %s",
+                self.name,
+                batch.dataset.name,
+                batch.batch_id,
+                len(same),
+                _first_ids(same),
+                why.reason,
+                extra={
+                    "sink": self.name,
+                    "dataset": batch.dataset.name,
+                    "batch_id": batch.batch_id,
+                    "partitions": len(same),
+                },
+            )
         return ExportResult(exported=tuple(held), retry_partitions=tuple(retry)).reconcile(batch)
 
     def _store_failure(self, exc: StoreError) -> RetryPartition:
@@ -227,7 +236,7 @@ class BlobSink(FileWriter, AsyncClosing):
 
     def _partition_failure(self, part: PartitionRef, exc: Exception) -> RetryPartition:
         reason = f"sink {self.name!r}: partition {part.id!r}: {type(exc).__name__}: {exc}"
-        log.warning(
+        log.info(
             "sink %s: partition %s not written: %s",
             self.name,
             part.id,
@@ -295,3 +304,8 @@ class BlobSink(FileWriter, AsyncClosing):
             self.index.close()
         finally:
             self._close_task.set_result(None)
+
+
+def _first_ids(ids: list[str], shown: int = 5) -> str:
+    more = len(ids) - shown
+    return ", ".join(ids[:shown]) + (f" and {more} more" if more > 0 else "")

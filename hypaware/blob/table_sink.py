@@ -31,12 +31,20 @@ class TableSink(AsyncClosing):
         try:
             result = await self.table.write_batch(batch, opts)
         except Exception as exc:
-            log.warning(
-                "sink %s: batch %s failed: %s",
+            # One line per batch; the driver warns once per batch and reason.
+            log.info(
+                "sink %s: dataset %s: batch %s of %d partitions failed: %s",
                 self.name,
+                batch.dataset.name,
                 batch.batch_id,
+                len(batch.partitions),
                 exc,
-                extra={"sink": self.name, "batch_id": batch.batch_id},
+                extra={
+                    "sink": self.name,
+                    "dataset": batch.dataset.name,
+                    "batch_id": batch.batch_id,
+                    "partitions": len(batch.partitions),
+                },
             )
             return ExportResult.failed(batch, f"{type(exc).__name__}: {exc}")
         return result.reconcile(batch)

@@ -57,11 +57,14 @@ class ExportFloor:
 
     Partitions with ``seq > high_water`` and partitions named in `pending`
     (respooled or in flight for some sink) have not been exported by every
-    sink that receives the dataset.
+    sink that receives the dataset. Partitions named in `parked` were parked
+    by some sink (they failed for good until an operator retries them): no
+    retention rule drops them, hard caps included.
     """
 
     high_water: int
     pending: frozenset[str] = frozenset()
+    parked: frozenset[str] = frozenset()
 
     def needs(self, part: PartitionRef) -> bool:
         return part.seq > self.high_water or part.id in self.pending
@@ -91,6 +94,6 @@ class RetentionAware(Protocol):
 
         A partition some sink still needs (per `floors`; a dataset missing
         from `floors` is needed by no sink) is kept unless a hard cap forces
-        it out.
+        it out. A partition in a floor's `parked` set is never dropped.
         """
         ...

@@ -36,8 +36,14 @@ class CacheRetention(CacheReads):
         # Every pass walks every segment: whether a sink still needs one is asked only
         # of those old enough to go (or of all, under a byte cap).
         candidates: list[tuple[Segment, str, bool]] = []
+        parked: list[Segment] = []
         for ds in infos:
+            floor = floors.get(ds)
             for entry in self._all_segments(ds):
+                if floor is not None and entry.id in floor.parked:
+                    # A parked partition waits for an operator; no cap may take it.
+                    parked.append(entry)
+                    continue
                 candidates.append((entry, ds, False))
         if self.max_bytes is not None:
             candidates = [(seg, ds, still_needed(seg, ds)) for seg, ds, _ in candidates]
@@ -51,9 +57,10 @@ class CacheRetention(CacheReads):
             need = known if self.max_bytes is not None else still_needed(seg, ds)
             if hard or not need:
                 drop[seg.path] = (seg, ds, need)
+        total = 0
         if self.max_bytes is not None:
             kept = [c for c in candidates if c[0].path not in drop]
-            total = sum(c[0].byte_size for c in kept)
+            total = sum(c[0].byte_size for c in kept) + sum(p.byte_size for p in parked)
             # Unneeded partitions go first, oldest first; needed ones only if that is not enough.
             for seg, ds, needed in sorted(kept, key=lambda c: (c[2], c[0].sealed_at, c[0].seq)):
                 if total <= self.max_bytes:
@@ -94,6 +101,14 @@ class CacheRetention(CacheReads):
                     seg.id,
                     extra={"dataset": ds, "partition": seg.id},
                 )
+        if parked and self.max_bytes is not None and total > self.max_bytes:
+            log.warning(
+                "cache is over its max_bytes cap by %d bytes, held by %d parked partitions; "
+                "`hypaware retry` them or reset the sinks that parked them",
+                total - self.max_bytes,
+                len(parked),
+                extra={"parked": len(parked)},
+            )
         return RetentionReport(tuple(dropped), tuple(forced), freed)
 
     def _all_segments(self, dataset: str) -> list[Segment]:

@@ -13,11 +13,21 @@ import sys
 from collections.abc import Sequence
 
 from hypaware._version import __version__
+from hypaware.cli import logs
 
 __all__ = ["main"]
 
 # Modules under hypaware.cli, in the order their commands appear in --help.
-COMMANDS = ("check_config", "plugins", "export", "status", "query", "demo")
+COMMANDS = (
+    "check_config",
+    "plugins",
+    "export",
+    "status",
+    "retry",
+    "reset_progress",
+    "query",
+    "demo",
+)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -29,6 +39,8 @@ def make_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"{__name__}.{name}").register(sub)
+    for command in sub.choices.values():
+        logs.add_arguments(command)
     return parser
 
 
@@ -39,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        status: int = args.func(args)
+        with logs.configured(args):
+            status: int = args.func(args)
     except KeyboardInterrupt:
         return 130
     return status

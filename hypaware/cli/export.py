@@ -1,9 +1,12 @@
 """``hypaware export --config FILE [--once] [--sink NAME] [--backfill]``.
 
-On a terminal: a live line of per-sink totals while it runs and a table at
-the end. Otherwise: quiet while running, and one JSON summary on stdout.
-Exit status: 0 when every sink exported cleanly, 1 when some sink failed or
-left partitions to retry, 2 for a configuration that cannot be used.
+Scheduled (without ``--once``), it first prints per sink its schedule and
+next pass (UTC). On a terminal: a live line of per-sink totals while it runs
+and a table at the end. Otherwise: one line per pass on stderr, and one
+JSON summary on stdout at the end. Log records never land inside the live
+line. Exit status: 0 when every sink exported cleanly, 1 when some sink
+failed, parked or left partitions to retry, or refused its state, 2 for a
+configuration that cannot be used.
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import signal
 import sys
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, TextIO
 
+from hypaware.cli.logs import LineAwareHandler
 from hypaware.core.config_loader import load_config
 from hypaware.core.errors import ConfigError, PluginError, StateError
 from hypaware.export.driver import ExportDriver
@@ -65,13 +69,49 @@ def format_bytes(n: int) -> str:
 class ProgressDisplay(CountingObserver):
     """Counts like `CountingObserver` and redraws one status line on a terminal."""
 
-    def __init__(self, stream: TextIO, sinks: Sequence[str], *, live: bool) -> None:
+    def __init__(
+        self, stream: TextIO, sinks: Sequence[str], *, live: bool, scheduled: bool = False
+    ) -> None:
         super().__init__()
         self.stream = stream
         self.live = live
+        self.scheduled = scheduled
         for name in sinks:
             self.of(name)
         self._width = 0
+
+    def say(self, text: str) -> None:
+        """Print a line of its own, above the live line."""
+        self.clear()
+        self.stream.write(text + "\n")
+        self.stream.flush()
+        self.redraw()
+
+    def clear(self) -> None:
+        if self.live and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+            self._width = 0
+
+    def sink_scheduled(self, sink: str, schedule: str, next_slot: datetime | None) -> None:
+        when = "none (the schedule gives no next time)"
+        if next_slot is not None:
+            when = next_slot.strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.say(f"sink {sink}: schedule {schedule!r} (UTC), next pass at {when}")
+
+    def pass_finished(self, sink: str, report: SinkReport) -> None:
+        super().pass_finished(sink, report)
+        if self.scheduled and not self.live:
+            text = (
+                f"sink {sink}: pass done: {report.partitions} partitions, {report.rows:,} rows, "
+                f"{format_bytes(report.bytes)}"
+            )
+            if report.failures or report.errors:
+                text += f"; {report.failed_partitions} failed, {report.parked} parked"
+                text += f"; {len(report.errors)} errors, first: {report.errors[0]}"
+            self.say(text)
+        else:
+            self.redraw()
 
     def _line(self) -> str:
         parts = []
@@ -115,7 +155,7 @@ class ProgressDisplay(CountingObserver):
 
 def _summary_rows(counters: dict[str, SinkCounters]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = [
-        ("SINK", "PARTITIONS", "ROWS", "BYTES", "FILES", "RETRIES", "LAG", "ERROR")
+        ("SINK", "PARTITIONS", "ROWS", "BYTES", "FILES", "RETRIES", "PARKED", "LAG", "ERROR")
     ]
     for name, c in counters.items():
         rows.append(
@@ -126,6 +166,7 @@ def _summary_rows(counters: dict[str, SinkCounters]) -> list[tuple[str, ...]]:
                 format_bytes(c.bytes),
                 str(c.files),
                 str(c.retries),
+                str(c.parked),
                 f"{c.lag_partitions} ({c.lag_rows:,} rows)",
                 c.last_error or "-",
             )
@@ -145,16 +186,12 @@ def report_json(report: RunReport) -> dict[str, Any]:
         "ok": report.ok,
         "partitions": report.partitions,
         "rows": report.rows,
+        "errors": report.errors,
         "sinks": {name: r.as_dict() for name, r in report.sinks.items()},
     }
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     try:
         config = load_config(args.config)
     except ConfigError as exc:
@@ -163,7 +200,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     names = args.sink or [s.name for s in config.sinks]
     tty = sys.stdout.isatty() and not args.json
-    display = ProgressDisplay(sys.stderr, names, live=tty and sys.stderr.isatty())
+    display = ProgressDisplay(
+        sys.stderr, names, live=tty and sys.stderr.isatty(), scheduled=not args.once
+    )
+    handler = getattr(args, "log_handler", None)
+    if isinstance(handler, LineAwareHandler) and display.live:
+        handler.line = display
     try:
         return asyncio.run(_main(args, config, display, tty))
     except (ConfigError, PluginError, StateError) as exc:
@@ -229,6 +271,7 @@ def _totals(driver: ExportDriver) -> RunReport:
                 lost=c.lost,
                 lag_partitions=c.lag_partitions,
                 lag_rows=c.lag_rows,
+                parked=c.parked,
                 errors=[c.last_error] if c.last_error else [],
             )
     return RunReport(reports)

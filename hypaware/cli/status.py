@@ -1,16 +1,18 @@
 """``hypaware status --config FILE``: where each sink stands.
 
 Per sink: the high-water per dataset, the lag (partitions and rows ready in
-the cache but not exported to it, respooled ones included), the respool
-size, batches in flight, the last run and the last error. Reads only; safe
-to run while an export is running.
+the cache but not exported to it, respooled and parked ones included), the respool
+size, parked partitions with their reasons, batches in flight, the last run,
+the last error with when it started and how many partitions it holds, and
+warnings: a destination that changed since its progress was recorded, or
+progress that was lost. Reads only; safe to run while an export is running.
+An empty (0-byte) progress store is an error, not "nothing exported".
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Any
 
@@ -19,9 +21,14 @@ from hypaware.cli.export import print_table
 from hypaware.core.config import HypawareConfig
 from hypaware.core.config_loader import load_config
 from hypaware.core.errors import CacheError, ConfigError, StateError
+from hypaware.export.identity import changes, fingerprint
+from hypaware.export.ledger import prior_state
 from hypaware.export.state import STATE_FILE, ProgressStore, SinkState
 
 __all__ = ["collect_status", "register", "run"]
+
+# Parked partitions listed one per line in the table view; --json lists them all.
+_PARKED_SHOWN = 10
 
 
 def register(sub: Any) -> None:
@@ -44,7 +51,7 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
     """The status document for every configured sink (and sinks with leftover progress)."""
     cache = LocalCache.from_config(config)
     state_file = config.state_path / STATE_FILE
-    store = ProgressStore(config.state_path) if state_file.exists() else None
+    store = ProgressStore(config.state_path, create=False) if state_file.exists() else None
     try:
         datasets = {d.name: d for d in cache.datasets()}
         names = [s.name for s in config.sinks]
@@ -71,18 +78,64 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
                 else:
                     behind = cache.ready_partitions(ds, after=hw)
                     again = [r for r in respooled if r.dataset == ds]
+                    held = store.parked(name, ds) if store is not None else []
                     refs = [cache.partition(ds, r.partition_id) for r in again]
-                    entry["lag_partitions"] = len(behind) + len(again)
+                    refs += [cache.partition(ds, p.partition_id) for p in held]
+                    entry["lag_partitions"] = len(behind) + len(again) + len(held)
                     entry["lag_rows"] = sum(p.row_count for p in behind) + sum(
                         r.row_count for r in refs if r is not None
                     )
                     entry["respooled"] = len(again)
                 per_dataset[ds] = entry
-            out[name] = _sink_doc(configured, state, per_dataset, respooled)
+            doc = _sink_doc(configured, state, per_dataset, respooled)
+            parked = store.parked(name) if store is not None else []
+            doc["parked"] = len(parked)
+            doc["parked_partitions"] = [
+                {
+                    "dataset": p.dataset,
+                    "partition": p.partition_id,
+                    "reason": p.reason,
+                    "retryable": p.retryable,
+                    "attempts": p.attempts,
+                    "parked_at": _iso(p.parked_at),
+                }
+                for p in parked
+            ]
+            health = store.health(name) if store is not None else None
+            doc["failing"] = health is not None and health.error is not None
+            doc["error_since"] = _iso(health.error_since) if health else None
+            doc["error_partitions"] = health.error_partitions if health else 0
+            doc["warnings"] = _warnings(config, name, store) if configured else []
+            out[name] = doc
         return {"cache": str(cache.path), "state": str(state_file), "sinks": out}
     finally:
         if store is not None:
             store.close()
+
+
+def _warnings(config: HypawareConfig, name: str, store: ProgressStore | None) -> list[str]:
+    """What `hypaware export` would refuse for sink `name`, said before it does."""
+    spec = config.sink(name)
+    lost = store is None or (name in store.prior_sinks() and not store.has_progress(name))
+    if lost:
+        evidence = prior_state(config.state_path, name).get(name, [])
+        if evidence:
+            return [
+                f"progress of sink {name!r} is missing although {evidence[0]} shows it exported "
+                "before: export will refuse; restore the progress store, or use --backfill or "
+                f"`hypaware reset-progress --sink {name}`"
+            ]
+        return []
+    assert store is not None
+    known = store.identity(name)
+    fp, text = fingerprint(spec)
+    if known is not None and known.fingerprint != fp:
+        return [
+            f"destination of sink {name!r} changed since its progress was recorded "
+            f"({changes(known.description, text)}): export will refuse; use --backfill to send "
+            f"the retained data there, or `hypaware reset-progress --sink {name}`"
+        ]
+    return []
 
 
 def _sink_doc(
@@ -106,9 +159,6 @@ def _sink_doc(
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
     try:
         config = load_config(args.config)
         doc = collect_status(config)
@@ -123,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2, sort_keys=True))
         return 0
     rows: list[tuple[str, ...]] = [
-        ("SINK", "HIGH-WATER", "LAG", "RESPOOL", "IN FLIGHT", "LAST RUN", "LAST ERROR")
+        ("SINK", "HIGH-WATER", "LAG", "RESPOOL", "PARKED", "IN FLIGHT", "LAST RUN", "LAST ERROR")
     ]
     for name, s in doc["sinks"].items():
         marks = ", ".join(
@@ -137,10 +187,33 @@ def run(args: argparse.Namespace) -> int:
                 marks or "-",
                 f"{s['lag_partitions']} partitions, {s['lag_rows']:,} rows",
                 str(s["respool"]),
+                str(s["parked"]),
                 str(s["in_flight"]),
                 s["last_run"] or "never",
-                s["last_error"] or "-",
+                _error_cell(s),
             )
         )
     print_table(rows, sys.stdout)
+    for name, s in doc["sinks"].items():
+        shown = s["parked_partitions"][:_PARKED_SHOWN]
+        for p in shown:
+            print(
+                f"parked: {name} {p['dataset']}/{p['partition']} since {p['parked_at']} "
+                f"after {p['attempts']} attempts: {p['reason']}",
+                file=sys.stdout,
+            )
+        if s["parked"] > len(shown):
+            print(
+                f"parked: {name}: {s['parked'] - len(shown)} more (see --json); "
+                f"`hypaware retry --sink {name}` puts them back in line",
+                file=sys.stdout,
+            )
+        for warning in s["warnings"]:
+            print(f"warning: {warning}", file=sys.stdout)
     return 0
+
+
+def _error_cell(s: dict[str, Any]) -> str:
+    if s["failing"]:
+        return f"{s['last_error']} (since {s['error_since']}, {s['error_partitions']} partitions)"
+    return s["last_error"] or "-"

@@ -90,6 +90,9 @@ class SinkSpec:
       256 MiB): bounds of one `ExportBatch`.
     - `export_timeout` (seconds, default 3600): the driver's budget for one
       `export_batch` call.
+    - `max_partition_attempts` (default 100): after this many failed attempts
+      (or one failure the sink marks not retryable) a partition is parked:
+      kept in the cache, out of the retry loop, until ``hypaware retry``.
     """
 
     name: str
@@ -103,6 +106,7 @@ class SinkSpec:
     max_batch_rows: int = attrs.field(default=1_000_000, validator=positive)
     max_batch_bytes: int = attrs.field(default=256 * 1024 * 1024, validator=positive)
     export_timeout: float = attrs.field(default=3600.0, validator=positive)
+    max_partition_attempts: int = attrs.field(default=100, validator=positive)
 
     @property
     def shape(self) -> SinkShape:
@@ -110,7 +114,14 @@ class SinkSpec:
 
 
 # Generic settings a sink's "config" may hold, besides its plugins' own keys.
-SINK_SETTING_KEYS = ("schedule", "datasets", "max_batch_rows", "max_batch_bytes", "export_timeout")
+SINK_SETTING_KEYS = (
+    "schedule",
+    "datasets",
+    "max_batch_rows",
+    "max_batch_bytes",
+    "export_timeout",
+    "max_partition_attempts",
+)
 
 
 @attrs.frozen

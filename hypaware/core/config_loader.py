@@ -157,6 +157,7 @@ class _SinkSettings:
     max_batch_rows: int = attrs.field(default=1_000_000, validator=positive)
     max_batch_bytes: int = attrs.field(default=256 * 1024 * 1024, validator=positive)
     export_timeout: float = attrs.field(default=3600.0, validator=positive)
+    max_partition_attempts: int = attrs.field(default=100, validator=positive)
 
 
 def _structure_sink(name: str, entry: Any, problems: list[Problem]) -> SinkSpec | None:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Self
 from hypaware.cache.protocol import Cache, ExportFloor, RetentionAware
 from hypaware.core.config import HypawareConfig, SinkSpec
 from hypaware.core.errors import CacheError, ConfigError, HypawareError, StateError
+from hypaware.export.ledger import ParkedPartition
 from hypaware.export.observer import ExportObserver, NullObserver
 from hypaware.export.passes import Exporter, _describe, _Runner
 from hypaware.export.reports import RunReport, SinkReport
@@ -182,12 +183,8 @@ class ExportDriver:
         names = self._select(sinks)
         if self._closed:
             raise HypawareError("the export driver is closed")
-        log.info(
-            "export driver running %d sinks on their schedules: %s",
-            len(names),
-            ", ".join(f"{n} ({self._runners[n].spec.schedule})" for n in names),
-            extra={"sinks": names},
-        )
+        for name in names:
+            self._announce(self._runners[name], backfill)
         tasks = [self._spawn(self._scheduled(self._runners[n], backfill)) for n in names]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -298,7 +295,96 @@ class ExportDriver:
             )
         return names
 
+    # ------------------------------------------------------------- parking
+
+    def parked(self, sink: str | None = None, dataset: str | None = None) -> list[ParkedPartition]:
+        """Partitions parked after failing for good (or too often), by sink, dataset, seq.
+
+        They stay in the cache (retention keeps them) and out of every pass
+        until `unpark` puts them back in line.
+        """
+        if sink is not None:
+            self._select([sink])
+        return self.state.parked(sink, dataset)
+
+    def unpark(
+        self,
+        sink: str | None = None,
+        dataset: str | None = None,
+        partition_ids: Iterable[str] | None = None,
+    ) -> list[ParkedPartition]:
+        """Put parked partitions (all, or those of `sink` / `dataset` / `partition_ids`)
+        back in line: the next pass of their sink sends them, with a fresh attempt count.
+
+        Raises `ConfigError` for a sink the driver does not run, or a dataset
+        neither the cache nor the parked set knows, with a did-you-mean.
+        """
+        if sink is not None:
+            self._select([sink])
+        if dataset is not None:
+            known = {d.name for d in self.cache.datasets()} | {
+                p.dataset for p in self.state.parked()
+            }
+            if dataset not in known:
+                from hypaware.core.registry import did_you_mean
+
+                raise ConfigError.single(
+                    "dataset", f"no such dataset {dataset!r}{did_you_mean(dataset, known)}"
+                )
+        back = self.state.unpark(sink, dataset, partition_ids)
+        if back:
+            log.info(
+                "%d parked partitions put back in line", len(back), extra={"partitions": len(back)}
+            )
+        return back
+
     # ------------------------------------------------------------ schedule
+
+    def _announce(self, runner: _Runner, backfill: bool) -> None:
+        """Say that `runner`'s sink is scheduled, when it runs next (UTC), and what its
+        first pass will leave out of a dataset it has not started (without backfill)."""
+        schedule = runner.spec.schedule
+        try:
+            last = self.state.last_slot(runner.name)
+            upcoming: datetime | None = next_slot(schedule, self.clock.now(), last)
+        except Exception:
+            upcoming = None  # _scheduled reports it
+        when = "-" if upcoming is None else upcoming.strftime("%Y-%m-%dT%H:%M:%SZ")
+        log.info(
+            "sink %s: scheduled %r (UTC); next pass at %s",
+            runner.name,
+            schedule,
+            when,
+            extra={"sink": runner.name, "schedule": schedule, "next_slot": when},
+        )
+        self._notify("sink_scheduled", runner.name, schedule, upcoming)
+        if backfill:
+            return
+        try:
+            infos = self.cache.datasets()
+            wanted = runner.spec.datasets
+            for info in infos:
+                if wanted is not None and info.name not in wanted:
+                    continue
+                if self.state.high_water(runner.name, info.name) is not None:
+                    continue
+                ready = self.cache.ready_partitions(info.name)
+                if ready:
+                    log.warning(
+                        "sink %s: dataset %s: starting at the end of the cache: %d sealed "
+                        "partitions (%d rows) are not exported; use --backfill to send them",
+                        runner.name,
+                        info.name,
+                        len(ready),
+                        sum(p.row_count for p in ready),
+                        extra={
+                            "sink": runner.name,
+                            "dataset": info.name,
+                            "skipped_partitions": len(ready),
+                        },
+                    )
+        except (CacheError, StateError, OSError) as exc:
+            self._error(runner.name, f"sink {runner.name!r}: cannot read what it would skip: {exc}")
 
     async def _scheduled(self, runner: _Runner, backfill: bool) -> None:
         schedule = runner.spec.schedule
@@ -335,10 +421,12 @@ class ExportDriver:
     def floors(self) -> dict[str, ExportFloor]:
         """Per dataset, what the configured sinks still need from the cache."""
         waters = self.state.high_waters()
+        parked = self.state.parked_ids()
         floors: dict[str, ExportFloor] = {}
         for info in self.cache.datasets():
             lowest: int | None = None
             pending: set[str] = set()
+            kept: set[str] = set()
             for runner in self._runners.values():
                 wanted = runner.spec.datasets
                 if wanted is not None and info.name not in wanted:
@@ -347,11 +435,14 @@ class ExportDriver:
                 water = waters.get((runner.name, info.name), 0)
                 lowest = water if lowest is None else min(lowest, water)
                 pending.update(e.partition_id for e in self.state.respooled(runner.name, info.name))
+                held = parked.get((runner.name, info.name), set())
+                pending.update(held)
+                kept.update(held)
                 for flight in self.state.in_flight(runner.name):
                     if flight.dataset == info.name:
                         pending.update(flight.partition_ids)
             if lowest is not None:
-                floors[info.name] = ExportFloor(lowest, frozenset(pending))
+                floors[info.name] = ExportFloor(lowest, frozenset(pending), frozenset(kept))
         return floors
 
     def _retention(self) -> None:
@@ -380,7 +471,11 @@ class ExportDriver:
         self._notify("error", sink, message)
 
     def _notify(self, method: str, *args: Any, **kwargs: Any) -> None:
+        # Callbacks added after the protocol was first published are optional.
+        callback = getattr(self.observer, method, None)
+        if callback is None:
+            return
         try:
-            getattr(self.observer, method)(*args, **kwargs)
+            callback(*args, **kwargs)
         except Exception:
             log.exception("observer %r failed in %s", self.observer, method)

@@ -5,14 +5,24 @@ plain counters per sink (what ``hypaware export`` displays); a host that
 reports to Prometheus or OpenTelemetry implements the few callbacks it cares
 about on a subclass of `NullObserver`. An observer that raises is logged and
 otherwise ignored: it never stops an export.
+
+Beyond the protocol, the driver calls these when an observer has them
+(`NullObserver` has them all): ``partitions_parked(sink, dataset, ids)``,
+``dataset_started(sink, dataset, *, high_water, skipped_partitions,
+skipped_rows)``, ``sink_scheduled(sink, schedule, next_slot)`` and
+``pass_finished(sink, report)``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
+
+if TYPE_CHECKING:
+    from hypaware.export.reports import SinkReport
 
 __all__ = ["CountingObserver", "ExportObserver", "NullObserver", "SinkCounters"]
 
@@ -82,6 +92,27 @@ class NullObserver:
     def error(self, sink: str | None, message: str) -> None:
         return None
 
+    def partitions_parked(self, sink: str, dataset: str, partition_ids: Sequence[str]) -> None:
+        """Partitions taken out of the retry loop until an operator retries them."""
+
+    def dataset_started(
+        self,
+        sink: str,
+        dataset: str,
+        *,
+        high_water: int,
+        skipped_partitions: int,
+        skipped_rows: int,
+    ) -> None:
+        """`sink` met `dataset` for the first time; a start at the end of the cache
+        leaves `skipped_partitions` sealed partitions (`skipped_rows` rows) unexported."""
+
+    def sink_scheduled(self, sink: str, schedule: str, next_slot: datetime | None) -> None:
+        """`run_forever` runs `sink` on `schedule` (UTC); its next pass is at `next_slot`."""
+
+    def pass_finished(self, sink: str, report: SinkReport) -> None:
+        """A pass of `sink` ended with `report`."""
+
 
 @attrs.define
 class SinkCounters:
@@ -97,6 +128,8 @@ class SinkCounters:
     errors: int = 0
     lag_partitions: int = 0
     lag_rows: int = 0
+    parked: int = 0
+    passes: int = 0
     last_error: str | None = None
 
 
@@ -137,6 +170,12 @@ class CountingObserver(NullObserver):
 
     def partitions_lost(self, sink: str, dataset: str, partition_ids: Sequence[str]) -> None:
         self.of(sink).lost += len(partition_ids)
+
+    def partitions_parked(self, sink: str, dataset: str, partition_ids: Sequence[str]) -> None:
+        self.of(sink).parked += len(partition_ids)
+
+    def pass_finished(self, sink: str, report: SinkReport) -> None:
+        self.of(sink).passes += 1
 
     def lag(self, sink: str, dataset: str, *, partitions: int, rows: int) -> None:
         self._lag[(sink, dataset)] = (partitions, rows)

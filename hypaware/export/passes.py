@@ -26,7 +26,8 @@ from hypaware.cache.protocol import Cache
 from hypaware.core.config import SinkSpec
 from hypaware.core.errors import CacheError, HypawareError, StateError
 from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult, PartitionRef
-from hypaware.export.reports import SinkReport
+from hypaware.export.identity import check_sink
+from hypaware.export.reports import SinkReport, summarise
 from hypaware.export.state import InFlightBatch, ProgressStore
 
 if TYPE_CHECKING:
@@ -111,35 +112,56 @@ class Exporter:
         report = SinkReport(runner.name)
         started = time.monotonic()
         async with runner.busy:
-            lock = self._acquire(runner.name, report)
-            if lock is None:
-                return report
-            try:
-                await self._pass_locked(runner, backfill, report)
-            except StateError as exc:
-                self._error(runner.name, str(exc), report)
-            finally:
-                os.close(lock)
+            if self._checked(runner, backfill, report):
+                lock = self._acquire(runner.name, report)
+                if lock is not None:
+                    try:
+                        await self._pass_locked(runner, backfill, report)
+                    except StateError as exc:
+                        self._error(runner.name, str(exc), report)
+                    finally:
+                        os.close(lock)
         report.seconds = time.monotonic() - started
         error = "; ".join(report.errors) if report.errors else None
         with contextlib.suppress(StateError):
             self.state.record_run(runner.name, error=error)
+            self.state.record_health(runner.name, error, report.failed_partitions)
         log.info(
-            "sink %s: exported %d partitions (%d rows) in %d batches, %d to retry",
+            "sink %s: exported %d partitions (%d rows) in %d batches, %d to retry, %d parked, "
+            "%d errors",
             runner.name,
             report.partitions,
             report.rows,
             report.batches,
             report.retried,
+            report.parked,
+            len(report.errors),
             extra={
                 "sink": runner.name,
                 "partitions": report.partitions,
                 "rows": report.rows,
                 "bytes": report.bytes,
                 "retried": report.retried,
+                "parked": report.parked,
+                "errors": len(report.errors),
             },
         )
+        self._notify("pass_finished", runner.name, report)
         return report
+
+    def _checked(self, runner: _Runner, backfill: bool, report: SinkReport) -> bool:
+        """Whether the sink's recorded identity and progress let this pass run."""
+        try:
+            check = check_sink(
+                self.state, runner.spec, backfill=backfill, built=runner.sink is not None
+            )
+        except (StateError, OSError) as exc:
+            self._error(runner.name, f"sink {runner.name!r}: {exc}", report)
+            return False
+        if check.error is not None:
+            self._error(runner.name, check.error, report)
+            return False
+        return True
 
     def _acquire(self, sink: str, report: SinkReport) -> int | None:
         """An exclusive lock on `sink` across processes, so two exports never overlap."""
@@ -215,18 +237,7 @@ class Exporter:
         name = runner.name
         high_water = self.state.high_water(name, info.name)
         if high_water is None:
-            start = 0
-            if not backfill:
-                start = max((p.seq for p in self.cache.ready_partitions(info.name)), default=0)
-            high_water = self.state.start(name, info.name, start)
-            log.info(
-                "sink %s starts dataset %s at seq %d (%s)",
-                name,
-                info.name,
-                high_water,
-                "backfill" if backfill else "future partitions only",
-                extra={"sink": name, "dataset": info.name, "high_water": high_water},
-            )
+            high_water = self._start(name, info, backfill)
         respooled = [e.partition_id for e in self.state.respooled(name, info.name)]
         retry_refs = self._resolve(name, info, respooled, report, forget=True)
         fresh = self.cache.ready_partitions(info.name, after=high_water)
@@ -242,6 +253,49 @@ class Exporter:
             )
             await self._send(runner, sink, info, flight, group, report)
         self._report_lag(name, info, report)
+
+    def _start(self, sink: str, info: DatasetInfo, backfill: bool) -> int:
+        """Record where `sink` starts `info`, saying what a start at the end leaves out."""
+        ready = [] if backfill else list(self.cache.ready_partitions(info.name))
+        start = max((p.seq for p in ready), default=0)
+        high_water = self.state.start(sink, info.name, start)
+        skipped = [p for p in ready if p.seq <= high_water]
+        rows = sum(p.row_count for p in skipped)
+        extra = {
+            "sink": sink,
+            "dataset": info.name,
+            "high_water": high_water,
+            "skipped_partitions": len(skipped),
+            "skipped_rows": rows,
+        }
+        if skipped:
+            log.warning(
+                "sink %s: dataset %s: starting at the end of the cache: %d sealed partitions "
+                "(%d rows) are not exported; use --backfill to send them",
+                sink,
+                info.name,
+                len(skipped),
+                rows,
+                extra=extra,
+            )
+        else:
+            log.info(
+                "sink %s starts dataset %s at seq %d (%s)",
+                sink,
+                info.name,
+                high_water,
+                "backfill" if backfill else "nothing sealed yet",
+                extra=extra,
+            )
+        self._notify(
+            "dataset_started",
+            sink,
+            info.name,
+            high_water=high_water,
+            skipped_partitions=len(skipped),
+            skipped_rows=rows,
+        )
+        return high_water
 
     def _resolve(
         self,
@@ -294,6 +348,7 @@ class Exporter:
         attempt = self.state.attempt(flight.batch_id)
         timeout = runner.spec.export_timeout
         started = time.monotonic()
+        logged = False
         try:
             raw = await asyncio.wait_for(
                 sink.export_batch(batch, ExportOptions(attempt=attempt, timeout=timeout)),
@@ -305,6 +360,7 @@ class Exporter:
         except TimeoutError:
             message = f"sink {name!r}: batch {flight.batch_id} timed out after {timeout:g}s"
             self._error(name, message, report)
+            logged = True
             result = ExportResult.failed(batch, f"timed out after {timeout:g}s")
         except asyncio.CancelledError:
             raise
@@ -314,6 +370,7 @@ class Exporter:
                 f"result): {_describe(exc)}"
             )
             self._error(name, message, report)
+            logged = True
             result = ExportResult.failed(batch, _describe(exc))
         seconds = time.monotonic() - started
         by_id = {p.id: p for p in refs}
@@ -357,34 +414,70 @@ class Exporter:
             seconds=seconds,
         )
         if result.retry_partitions:
-            for r in result.retry_partitions:
+            self._failed(runner, info, flight.batch_id, result, report, logged=logged)
+
+    def _failed(
+        self,
+        runner: _Runner,
+        info: DatasetInfo,
+        batch_id: str,
+        result: ExportResult,
+        report: SinkReport,
+        *,
+        logged: bool,
+    ) -> None:
+        """Park what cannot be helped by another slot; one WARNING per reason, not per partition."""
+        name = runner.name
+        parked = {
+            p.partition_id
+            for p in self.state.park_exhausted(name, info.name, runner.spec.max_partition_attempts)
+        }
+        failures = summarise(info.name, result.retry_partitions)
+        for failure in failures:
+            failure.parked = sum(
+                1
+                for r in result.retry_partitions
+                if r.partition_id in parked
+                and (r.reason, r.retryable) == (failure.reason, failure.retryable)
+            )
+            if not logged:
                 log.warning(
-                    "sink %s: partition %s/%s respooled: %s",
+                    "sink %s: dataset %s: batch %s: %s",
                     name,
                     info.name,
-                    r.partition_id,
-                    r.reason,
+                    batch_id,
+                    failure.summary(name),
                     extra={
                         "sink": name,
                         "dataset": info.name,
-                        "partition": r.partition_id,
-                        "retryable": r.retryable,
+                        "batch_id": batch_id,
+                        "partitions": failure.partitions,
+                        "retryable": failure.retryable,
+                        "parked": failure.parked,
+                        "first_ids": failure.first_ids,
                     },
                 )
-            self._notify(
-                "partitions_retried",
-                name,
-                info.name,
-                [r.partition_id for r in result.retry_partitions],
-                [r.reason for r in result.retry_partitions],
-            )
+        report.parked += len(parked)
+        report.add_failures(failures)
+        for failure in failures:
+            self._notify("error", name, failure.describe())
+        self._notify(
+            "partitions_retried",
+            name,
+            info.name,
+            [r.partition_id for r in result.retry_partitions],
+            [r.reason for r in result.retry_partitions],
+        )
+        if parked:
+            self._notify("partitions_parked", name, info.name, sorted(parked))
 
     def _report_lag(self, sink: str, info: DatasetInfo, report: SinkReport) -> None:
         high_water = self.state.high_water(sink, info.name) or 0
         behind = list(self.cache.ready_partitions(info.name, after=high_water))
-        respooled = self.state.respooled(sink, info.name)
-        refs = [self.cache.partition(info.name, e.partition_id) for e in respooled]
-        partitions = len(behind) + len(respooled)
+        waiting = [e.partition_id for e in self.state.respooled(sink, info.name)]
+        waiting += [p.partition_id for p in self.state.parked(sink, info.name)]
+        refs = [self.cache.partition(info.name, pid) for pid in waiting]
+        partitions = len(behind) + len(waiting)
         rows = sum(p.row_count for p in behind) + sum(r.row_count for r in refs if r)
         report.lag_partitions += partitions
         report.lag_rows += rows

@@ -1,18 +1,94 @@
-"""What an export pass did: `SinkReport` per sink, `RunReport` per `run_once`."""
+"""What an export pass did: `SinkReport` per sink, `RunReport` per `run_once`.
+
+Every failure of a pass is a `Failure` in its report (the reason, how many
+partitions it holds, whether retrying can help, the first few ids), and is
+also one line of `SinkReport.errors`, so ``"ok": false`` never sits next to
+an empty error list.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
-__all__ = ["RunReport", "SinkReport"]
+from hypaware.core.types import RetryPartition
+
+__all__ = ["FIRST_IDS", "Failure", "RunReport", "SinkReport", "short_reason", "summarise"]
+
+# How many partition ids a failure summary names before it says "and N more".
+FIRST_IDS = 5
+
+
+@attrs.define
+class Failure:
+    """One reason some partitions of one dataset were not exported in a pass."""
+
+    dataset: str
+    reason: str
+    partitions: int
+    retryable: bool
+    first_ids: list[str] = attrs.field(factory=list)
+    parked: int = 0
+
+    def describe(self) -> str:
+        """The failure as one line, naming its dataset."""
+        return f"dataset {self.dataset!r}: {self.summary()}"
+
+    def summary(self, sink: str | None = None) -> str:
+        """The failure as one line, for a context that already names the dataset (and,
+        given `sink`, the sink: the reason's own mention of both is left out)."""
+        ids = ", ".join(self.first_ids)
+        more = self.partitions - len(self.first_ids)
+        if more > 0:
+            ids += f" and {more} more"
+        kind = "retryable" if self.retryable else "not retryable"
+        reason = self.reason if sink is None else short_reason(self.reason, sink, self.dataset)
+        text = f"{self.partitions} partitions failed ({kind}): {reason} [{ids}]"
+        if self.parked:
+            text += f"; {self.parked} parked"
+        return text
+
+
+def short_reason(reason: str, sink: str, dataset: str) -> str:
+    """`reason` without its leading mention of `sink` and `dataset`, for a log line whose
+    prefix names them already. ``sink 'a' (where): ...`` keeps the where."""
+    head = f"sink {sink!r}"
+    if reason.startswith(head + ": "):
+        reason = reason[len(head) + 2 :]
+    elif reason.startswith(head + " (") and "): " in reason:
+        where, _, rest = reason[len(head) + 2 :].partition("): ")
+        reason = f"{where}: {rest}"
+    lead = f"dataset {dataset!r}: "
+    if reason.startswith(lead):
+        reason = reason[len(lead) :]
+    return reason
+
+
+def summarise(dataset: str, retry: Iterable[RetryPartition]) -> list[Failure]:
+    """`retry` grouped by reason and retryability, in the order the reasons first appear."""
+    groups: dict[tuple[str, bool], Failure] = {}
+    for r in retry:
+        key = (r.reason, r.retryable)
+        f = groups.get(key)
+        if f is None:
+            f = groups[key] = Failure(dataset, r.reason, 0, r.retryable)
+        f.partitions += 1
+        if len(f.first_ids) < FIRST_IDS:
+            f.first_ids.append(r.partition_id)
+    return list(groups.values())
 
 
 @attrs.define
 class SinkReport:
-    """What one pass did for one sink."""
+    """What one pass did for one sink.
+
+    `failures` holds every partition failure by reason; `errors` has one
+    line per failure and per problem outside any partition (a sink that
+    cannot be built, a refused state, a timeout). `parked` counts partitions
+    parked in this pass (see docs/export.md).
+    """
 
     sink: str
     batches: int = 0
@@ -22,17 +98,30 @@ class SinkReport:
     files: int = 0
     retried: int = 0
     lost: int = 0
+    parked: int = 0
     lag_partitions: int = 0
     lag_rows: int = 0
     errors: list[str] = attrs.field(factory=list)
+    failures: list[Failure] = attrs.field(factory=list)
     seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return not self.errors and not self.retried
+        return not self.errors and not self.retried and not self.failures
+
+    @property
+    def failed_partitions(self) -> int:
+        return sum(f.partitions for f in self.failures)
+
+    def add_failures(self, failures: Iterable[Failure]) -> None:
+        for f in failures:
+            self.failures.append(f)
+            self.errors.append(f.describe())
 
     def as_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        doc = attrs.asdict(self)
+        doc["ok"] = self.ok
+        return doc
 
 
 @attrs.frozen
@@ -52,3 +141,8 @@ class RunReport:
     @property
     def ok(self) -> bool:
         return all(r.ok for r in self.sinks.values())
+
+    @property
+    def errors(self) -> list[str]:
+        """Every error of every sink, each prefixed with its sink's name."""
+        return [f"sink {name!r}: {e}" for name, r in self.sinks.items() for e in r.errors]

@@ -24,6 +24,7 @@ from hypaware.cache.protocol import ExportFloor
 from hypaware.core.errors import StateError
 from hypaware.core.sqlite import immediate_transaction
 from hypaware.core.types import RetryPartition
+from hypaware.export.ledger import LEDGER_SCHEMA, LedgerMixin
 
 __all__ = ["STATE_FILE", "InFlightBatch", "ProgressStore", "RespoolEntry", "SinkState"]
 
@@ -107,7 +108,7 @@ def _dt(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
-class ProgressStore:
+class ProgressStore(LedgerMixin):
     """Export progress in ``<state_dir>/progress.sqlite``.
 
     Raises `StateError` (naming the file) when the database is locked by
@@ -115,6 +116,11 @@ class ProgressStore:
     cannot be created. A failed change is rolled back whole, so no progress
     already recorded is ever lost; the file is never rewritten or removed.
     Not thread-safe: use it from one thread (the driver's event loop).
+
+    A missing or empty (0-byte) file is not a valid store: with
+    ``create=False`` it is refused; with ``create=True`` a new store is made
+    and `fresh` is True, so the driver can check that nothing shows the
+    sinks ran before (lost progress is refused, not absorbed).
     """
 
     def __init__(
@@ -129,6 +135,14 @@ class ProgressStore:
         self.busy_timeout = busy_timeout
         if not create and not self.path.exists():
             raise StateError(f"state database {self.path} does not exist (nothing exported yet)")
+        empty = self.path.exists() and self.path.stat().st_size == 0
+        if empty and not create:
+            raise StateError(
+                f"state database {self.path} is empty (0 bytes): it is not a valid progress "
+                "store; restore it from a backup, or run `hypaware export --backfill` or "
+                "`hypaware reset-progress` to start again"
+            )
+        self.fresh = empty or not self.path.exists()
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -149,13 +163,15 @@ class ProgressStore:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = FULL")
                 with immediate_transaction(self._db):
-                    for statement in _SCHEMA.split(";"):
+                    for statement in (_SCHEMA + LEDGER_SCHEMA).split(";"):
                         if statement.strip():
                             self._db.execute(statement)
                     self._db.execute(
                         "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
                         (_SCHEMA_VERSION,),
                     )
+                if self.fresh:
+                    self.note_prior_state(self.state_dir)
                 version = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
                 if version is None or version[0] != _SCHEMA_VERSION:
                     raise StateError(
@@ -189,7 +205,7 @@ class ProgressStore:
         except sqlite3.DatabaseError as exc:
             raise StateError(
                 f"state database {self.path} is corrupt ({exc}); it was left untouched: "
-                "restore it from a backup, or move it aside to start every sink afresh"
+                "restore it from a backup, or move it aside and export with --backfill"
             ) from exc
 
     def close(self) -> None:
@@ -235,8 +251,8 @@ class ProgressStore:
         """What `sink` has acknowledged of `dataset`, read in one consistent snapshot.
 
         A partition is acknowledged when its seq is at or below the returned
-        high-water and it is not in `pending` (respooled, or in a batch in
-        flight). None when the pair has never been seen. Read-only; used by
+        high-water and it is not in `pending` (respooled, parked, or in a
+        batch in flight). None when the pair has never been seen. Read-only; used by
         queries to split rows between the cache and the sink.
         """
         with self._errors("read progress"):
@@ -248,10 +264,11 @@ class ProgressStore:
                 ).fetchone()
                 pending = self._db.execute(
                     "SELECT partition_id FROM respool WHERE sink = ? AND dataset = ?"
+                    " UNION SELECT partition_id FROM parked WHERE sink = ? AND dataset = ?"
                     " UNION SELECT bp.partition_id FROM batch_partitions AS bp"
                     " JOIN batches AS b ON b.batch_id = bp.batch_id"
                     " WHERE b.sink = ? AND b.dataset = ?",
-                    (sink, dataset, sink, dataset),
+                    (sink, dataset, sink, dataset, sink, dataset),
                 ).fetchall()
             finally:
                 self._db.execute("COMMIT")

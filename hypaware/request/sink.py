@@ -172,6 +172,7 @@ class RequestSink(AsyncClosing):
         retry: list[RetryPartition] = []
         rows = size = 0
         stop_reason: str | None = None
+        unexpected = False
         for part in batch.partitions:
             if stop_reason is not None:
                 retry.append(RetryPartition(part.id, stop_reason))
@@ -183,32 +184,57 @@ class RequestSink(AsyncClosing):
                 retry.append(RetryPartition(part.id, stop_reason))
             except BudgetExceededError as exc:
                 reason = self._scrub(f"partition {part.id}: {exc}")
-                log.warning("sink %r: %s; handing it back for a later tick", self.name, reason)
                 retry.append(RetryPartition(part.id, reason))
                 stop_reason = (
                     f"not tried: endpoint {safe_url(self.wire.url(batch.dataset.name))} "
                     "is applying backpressure"
                 )
             except (PermanentRequestError, EncodeError, ConfigError) as exc:
-                reason = self._scrub(f"partition {part.id}: {exc}")
-                log.error("sink %r: %s", self.name, reason)
-                retry.append(RetryPartition(part.id, reason, retryable=False))
+                retry.append(RetryPartition(part.id, self._scrub(str(exc)), retryable=False))
             except (HypawareError, OSError) as exc:
-                reason = self._scrub(f"partition {part.id}: {exc}")
-                log.error("sink %r: %s", self.name, reason)
-                retry.append(RetryPartition(part.id, reason))
+                retry.append(RetryPartition(part.id, self._scrub(str(exc))))
             except Exception as exc:
                 # The contract: report, never raise through the driver.
-                reason = self._scrub(f"partition {part.id}: unexpected {_describe(exc)}")
-                log.error("sink %r: %s", self.name, reason, exc_info=True)
+                reason = self._scrub(f"unexpected {_describe(exc)}")
+                if not unexpected:
+                    # A bug, not a destination failure: its traceback once per batch.
+                    log.error(
+                        "sink %r: partition %s: %s", self.name, part.id, reason, exc_info=True
+                    )
+                unexpected = True
                 retry.append(RetryPartition(part.id, reason))
             else:
                 exported.append(part.id)
                 rows += n
                 size += b
+        self._log_failures(batch, retry)
         return ExportResult(
             exported=exported, retry_partitions=retry, rows_written=rows, bytes_written=size
         )
+
+    def _log_failures(self, batch: ExportBatch, retry: list[RetryPartition]) -> None:
+        """One line per batch and reason (the driver warns with the same counts)."""
+        by_reason: dict[str, list[str]] = {}
+        for r in retry:
+            by_reason.setdefault(r.reason, []).append(r.partition_id)
+        for reason, ids in by_reason.items():
+            more = len(ids) - 5
+            log.info(
+                "sink %r: dataset %s: batch %s: %d partitions not delivered (%s%s): %s",
+                self.name,
+                batch.dataset.name,
+                batch.batch_id,
+                len(ids),
+                ", ".join(ids[:5]),
+                f" and {more} more" if more > 0 else "",
+                reason,
+                extra={
+                    "sink": self.name,
+                    "dataset": batch.dataset.name,
+                    "batch_id": batch.batch_id,
+                    "partitions": len(ids),
+                },
+            )
 
     async def _export_partition(
         self, batch: ExportBatch, part: PartitionRef, deadline: float | None

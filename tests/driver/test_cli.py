@@ -162,7 +162,7 @@ def test_export_daemon_stops_on_sigint(tmp_path: Path) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         line = proc.stderr.readline()
-        if not line or "export driver running 1 sinks" in line:
+        if not line or "sink local: schedule '*/5 * * * *' (UTC), next pass at" in line:
             break
     time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
