@@ -16,6 +16,7 @@ from hypaware.core.errors import (
     CacheError,
     ConfigError,
     EncodeError,
+    FilterError,
     HypawareError,
     NotFoundError,
     PathError,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         Sink,
         TableFormat,
     )
+    from hypaware.core.filter import Filter, col, parse_filter
     from hypaware.core.manifest import PluginManifest
     from hypaware.core.registry import Registry
     from hypaware.core.resolver import BuildContext, Component, SinkPlan, resolve
@@ -91,6 +93,9 @@ _LAZY: dict[str, str] = {
     "Sink": "core.contracts",
     "TableFormat": "core.contracts",
     "PluginManifest": "core.manifest",
+    "Filter": "core.filter",
+    "col": "core.filter",
+    "parse_filter": "core.filter",
     "query": "querying.api",
     "query_async": "querying.api",
     "CacheOnlyWarning": "querying.errors",
@@ -134,6 +139,8 @@ __all__ = [
     "ExportObserver",
     "ExportOptions",
     "ExportResult",
+    "Filter",
+    "FilterError",
     "Flushable",
     "HypawareConfig",
     "HypawareError",
@@ -169,8 +176,10 @@ __all__ = [
     "UnknownDatasetError",
     "__version__",
     "build",
+    "col",
     "dump_config",
     "load_config",
+    "parse_filter",
     "query",
     "query_async",
     "resolve",

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.compute as pc
 
+    from hypaware.core.filter import Filter
     from hypaware.core.types import (
         DatasetInfo,
         ExportBatch,
@@ -193,11 +193,14 @@ class QueryableSink(Sink, Protocol):
         dataset: DatasetInfo,
         *,
         columns: Iterable[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: Filter | None = None,
     ) -> pa.RecordBatchReader:
         """Stream the dataset's rows held by this sink, restricted to `columns` and `filter`.
 
-        Uses the layout to prune (by day, by lookup key) and reads only what
-        the filter needs. Raises `StoreError` when the data cannot be read.
+        `filter` is a tree of `hypaware.core.filter` nodes, already checked
+        against `dataset` (`hypaware.core.filter_bind.bind_filter`); compile it
+        with `to_arrow` or for the sink's own engine. Uses the layout to
+        prune (by day, by lookup key) and reads only what the filter needs.
+        Raises `StoreError` when the data cannot be read.
         """
         ...

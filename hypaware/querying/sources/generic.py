@@ -44,9 +44,7 @@ class _GenericView(SinkView):
 
         target = pa.schema([self.info.schema.field(c) for c in filters.columns])
         try:
-            reader = self.source.sink.scan(
-                self.info, columns=None, filter=filters.expression(self.info)
-            )
+            reader = self.source.sink.scan(self.info, columns=None, filter=filters.tree(self.info))
         except Exception as exc:
             raise SourceUnreadableError(self.part, f"cannot scan: {exc}") from exc
         return _restricted(reader, None, target)
