@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         ExportResult,
         ObjectMeta,
         PartitionRef,
+        RequestEvent,
         RetryPartition,
     )
     from hypaware.export.build import build
@@ -117,6 +118,7 @@ _LAZY: dict[str, str] = {
     "ExportResult": "core.types",
     "ObjectMeta": "core.types",
     "PartitionRef": "core.types",
+    "RequestEvent": "core.types",
     "RetryPartition": "core.types",
 }
 
@@ -159,6 +161,7 @@ __all__ = [
     "QueryInputError",
     "QueryableSink",
     "Registry",
+    "RequestEvent",
     "RetryPartition",
     "RunReport",
     "Secret",

@@ -1,25 +1,50 @@
 """Watching the export driver: callbacks a host wires to its metrics.
 
 The driver calls an `ExportObserver` as it works. `CountingObserver` keeps
-plain counters per sink (what ``hypaware export`` displays); a host that
-reports to Prometheus or OpenTelemetry implements the few callbacks it cares
-about on a subclass of `NullObserver`. An observer that raises is logged and
-otherwise ignored: it never stops an export.
+plain counters per sink (what ``hypaware export`` displays);
+`hypaware.export.otel.OTelObserver` (the ``hypaware[otel]`` extra) records
+OpenTelemetry metrics and spans; a host that reports elsewhere implements the
+few callbacks it cares about on a subclass of `NullObserver`. The driver
+takes several observers and calls each in turn; a callback an observer does
+not have is skipped, and an observer that raises is logged and otherwise
+ignored: it never stops an export.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
 
 __all__ = ["CountingObserver", "ExportObserver", "NullObserver", "SinkCounters"]
 
+if TYPE_CHECKING:
+    from hypaware.core.types import RequestEvent
+
 
 @runtime_checkable
 class ExportObserver(Protocol):
     """Callbacks from the export driver. All are called on the driver's event loop."""
+
+    def pass_started(self, sink: str) -> None:
+        """A pass of `sink` begins (on its schedule, or `run_once`)."""
+
+    def pass_finished(self, sink: str, *, seconds: float, errors: int) -> None:
+        """The pass of `sink` ended; `errors` counts the failures it reported."""
+
+    def batch_started(self, sink: str, dataset: str, *, batch_id: str, partitions: int) -> None:
+        """A batch is handed to `sink`; `batch_exported` follows when it comes back."""
+
+    def retry_wait(
+        self, sink: str, dataset: str, *, batch_id: str, seconds: float, cause: str
+    ) -> None:
+        """The sink waits `seconds` before trying again (backpressure, a conflict), and why."""
+
+    def request_finished(
+        self, sink: str, dataset: str, *, batch_id: str, event: RequestEvent
+    ) -> None:
+        """The sink made one request to its endpoint while exporting `batch_id`."""
 
     def batch_exported(
         self,
@@ -38,7 +63,14 @@ class ExportObserver(Protocol):
     def partitions_retried(
         self, sink: str, dataset: str, partition_ids: Sequence[str], reasons: Sequence[str]
     ) -> None:
-        """Partitions the sink did not export; they are respooled for the next tick."""
+        """Partitions the sink did not export; they are respooled for the next tick.
+        Called before `batch_exported` of the same batch."""
+
+    def partitions_parked(
+        self, sink: str, dataset: str, partition_ids: Sequence[str], reasons: Sequence[str]
+    ) -> None:
+        """Of the retried partitions, those retrying cannot help without a change of
+        config or data (a 4xx, rows the encoder refuses); kept, so no row is lost."""
 
     def partitions_lost(self, sink: str, dataset: str, partition_ids: Sequence[str]) -> None:
         """Partitions the sink still needed but the cache no longer has (a hard cap)."""
@@ -53,6 +85,25 @@ class ExportObserver(Protocol):
 
 class NullObserver:
     """An observer that ignores everything; subclass it and override what you need."""
+
+    def pass_started(self, sink: str) -> None:
+        return None
+
+    def pass_finished(self, sink: str, *, seconds: float, errors: int) -> None:
+        return None
+
+    def batch_started(self, sink: str, dataset: str, *, batch_id: str, partitions: int) -> None:
+        return None
+
+    def retry_wait(
+        self, sink: str, dataset: str, *, batch_id: str, seconds: float, cause: str
+    ) -> None:
+        return None
+
+    def request_finished(
+        self, sink: str, dataset: str, *, batch_id: str, event: RequestEvent
+    ) -> None:
+        return None
 
     def batch_exported(
         self,
@@ -69,6 +120,11 @@ class NullObserver:
         return None
 
     def partitions_retried(
+        self, sink: str, dataset: str, partition_ids: Sequence[str], reasons: Sequence[str]
+    ) -> None:
+        return None
+
+    def partitions_parked(
         self, sink: str, dataset: str, partition_ids: Sequence[str], reasons: Sequence[str]
     ) -> None:
         return None
@@ -97,6 +153,8 @@ class SinkCounters:
     errors: int = 0
     lag_partitions: int = 0
     lag_rows: int = 0
+    retry_waits: int = 0
+    retry_wait_seconds: float = 0.0
     last_error: str | None = None
 
 
@@ -137,6 +195,13 @@ class CountingObserver(NullObserver):
 
     def partitions_lost(self, sink: str, dataset: str, partition_ids: Sequence[str]) -> None:
         self.of(sink).lost += len(partition_ids)
+
+    def retry_wait(
+        self, sink: str, dataset: str, *, batch_id: str, seconds: float, cause: str
+    ) -> None:
+        c = self.of(sink)
+        c.retry_waits += 1
+        c.retry_wait_seconds += seconds
 
     def lag(self, sink: str, dataset: str, *, partitions: int, rows: int) -> None:
         self._lag[(sink, dataset)] = (partitions, rows)

@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING, Any
 from hypaware.cache.protocol import Cache
 from hypaware.core.config import SinkSpec
 from hypaware.core.errors import CacheError, HypawareError, StateError
-from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult, PartitionRef
+from hypaware.core.types import (
+    DatasetInfo,
+    ExportBatch,
+    ExportOptions,
+    ExportResult,
+    PartitionRef,
+    RequestEvent,
+)
 from hypaware.export.reports import SinkReport
 from hypaware.export.state import InFlightBatch, ProgressStore
 
@@ -110,6 +117,7 @@ class Exporter:
         """One pass of `runner`'s sink, under its pass lock and its lock file."""
         report = SinkReport(runner.name)
         started = time.monotonic()
+        self._notify("pass_started", runner.name)
         async with runner.busy:
             lock = self._acquire(runner.name, report)
             if lock is None:
@@ -121,6 +129,9 @@ class Exporter:
             finally:
                 os.close(lock)
         report.seconds = time.monotonic() - started
+        self._notify(
+            "pass_finished", runner.name, seconds=report.seconds, errors=len(report.errors)
+        )
         error = "; ".join(report.errors) if report.errors else None
         with contextlib.suppress(StateError):
             self.state.record_run(runner.name, error=error)
@@ -293,12 +304,23 @@ class Exporter:
         batch = ExportBatch(flight.batch_id, name, info, refs)
         attempt = self.state.attempt(flight.batch_id)
         timeout = runner.spec.export_timeout
+        batch_id = flight.batch_id
+
+        def on_retry_wait(seconds: float, cause: str) -> None:
+            self._notify(
+                "retry_wait", name, info.name, batch_id=batch_id, seconds=seconds, cause=cause
+            )
+
+        def on_request(event: RequestEvent) -> None:
+            self._notify("request_finished", name, info.name, batch_id=batch_id, event=event)
+
+        opts = ExportOptions(
+            attempt=attempt, timeout=timeout, on_retry_wait=on_retry_wait, on_request=on_request
+        )
+        self._notify("batch_started", name, info.name, batch_id=batch_id, partitions=len(refs))
         started = time.monotonic()
         try:
-            raw = await asyncio.wait_for(
-                sink.export_batch(batch, ExportOptions(attempt=attempt, timeout=timeout)),
-                timeout,
-            )
+            raw = await asyncio.wait_for(sink.export_batch(batch, opts), timeout)
             if not isinstance(raw, ExportResult):
                 raise TypeError(f"export_batch returned a {type(raw).__name__}, not ExportResult")
             result = raw.reconcile(batch)
@@ -345,17 +367,6 @@ class Exporter:
                 "bytes": result.bytes_written,
             },
         )
-        self._notify(
-            "batch_exported",
-            name,
-            info.name,
-            batch_id=flight.batch_id,
-            partitions=len(result.exported),
-            rows=rows,
-            bytes=result.bytes_written,
-            files=result.files_written,
-            seconds=seconds,
-        )
         if result.retry_partitions:
             for r in result.retry_partitions:
                 log.warning(
@@ -378,6 +389,26 @@ class Exporter:
                 [r.partition_id for r in result.retry_partitions],
                 [r.reason for r in result.retry_partitions],
             )
+            parked = [r for r in result.retry_partitions if not r.retryable]
+            if parked:
+                self._notify(
+                    "partitions_parked",
+                    name,
+                    info.name,
+                    [r.partition_id for r in parked],
+                    [r.reason for r in parked],
+                )
+        self._notify(
+            "batch_exported",
+            name,
+            info.name,
+            batch_id=flight.batch_id,
+            partitions=len(result.exported),
+            rows=rows,
+            bytes=result.bytes_written,
+            files=result.files_written,
+            seconds=seconds,
+        )
 
     def _report_lag(self, sink: str, info: DatasetInfo, report: SinkReport) -> None:
         high_water = self.state.high_water(sink, info.name) or 0
