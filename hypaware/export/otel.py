@@ -244,8 +244,11 @@ class OTelObserver(NullObserver):
             if s == sink and (dataset is None or d == dataset)
         ]
 
+    # Gauges are read on the metric reader's thread: iterate over a copy.
     def _lag_rows(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(r, {SINK: s, DATASET: d}) for (s, d), (_, r) in self._lag.items()]
+        lag = list(self._lag.items())
+        return [Observation(r, {SINK: s, DATASET: d}) for (s, d), (_, r) in lag]
 
     def _lag_partitions(self, _options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(p, {SINK: s, DATASET: d}) for (s, d), (p, _) in self._lag.items()]
+        lag = list(self._lag.items())
+        return [Observation(p, {SINK: s, DATASET: d}) for (s, d), (p, _) in lag]
