@@ -16,6 +16,7 @@ from hypaware.core.errors import (
     CacheError,
     ConfigError,
     EncodeError,
+    FilterError,
     HypawareError,
     NotFoundError,
     PathError,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         Sink,
         TableFormat,
     )
+    from hypaware.core.filter import Filter, col, parse_filter
     from hypaware.core.manifest import PluginManifest
     from hypaware.core.registry import Registry
     from hypaware.core.resolver import BuildContext, Component, SinkPlan, resolve
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
         ExportResult,
         ObjectMeta,
         PartitionRef,
+        RequestEvent,
         RetryPartition,
     )
     from hypaware.export.build import build
@@ -97,6 +100,9 @@ _LAZY: dict[str, str] = {
     "Sink": "core.contracts",
     "TableFormat": "core.contracts",
     "PluginManifest": "core.manifest",
+    "Filter": "core.filter",
+    "col": "core.filter",
+    "parse_filter": "core.filter",
     "query": "querying.api",
     "query_async": "querying.api",
     "CacheOnlyWarning": "querying.errors",
@@ -118,6 +124,7 @@ _LAZY: dict[str, str] = {
     "ExportResult": "core.types",
     "ObjectMeta": "core.types",
     "PartitionRef": "core.types",
+    "RequestEvent": "core.types",
     "RetryPartition": "core.types",
 }
 
@@ -141,6 +148,8 @@ __all__ = [
     "ExportObserver",
     "ExportOptions",
     "ExportResult",
+    "Filter",
+    "FilterError",
     "Flushable",
     "HypawareConfig",
     "HypawareError",
@@ -160,6 +169,7 @@ __all__ = [
     "QueryInputError",
     "QueryableSink",
     "Registry",
+    "RequestEvent",
     "RetryPartition",
     "RunReport",
     "Secret",
@@ -177,9 +187,11 @@ __all__ = [
     "UnknownDatasetError",
     "__version__",
     "build",
+    "col",
     "dump_config",
     "export_once",
     "load_config",
+    "parse_filter",
     "query",
     "query_async",
     "resolve",

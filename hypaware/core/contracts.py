@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.compute as pc
 
+    from hypaware.core.filter import Filter
     from hypaware.core.types import (
         DatasetInfo,
         ExportBatch,
@@ -275,7 +275,7 @@ class QueryableSink(Sink, Protocol):
         dataset: DatasetInfo,
         *,
         columns: Iterable[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: Filter | None = None,
         exclude: Collection[str] = frozenset(),
     ) -> pa.RecordBatchReader:
         """Stream the dataset's rows held by this sink, restricted to `columns` and `filter`.
@@ -283,8 +283,10 @@ class QueryableSink(Sink, Protocol):
         - `columns`: the columns to return, in this order (None: every
           column of `dataset.schema`). Types are those of the dataset's schema
           or ones that cast to them.
-        - `filter`: rows to keep; a sink may prune with it and must not return
-          a row it rejects.
+        - `filter`: rows to keep, a tree of `hypaware.core.filter` nodes already
+          checked against `dataset` (`hypaware.core.filter_bind.bind_filter`);
+          compile it with `to_arrow` or for the sink's own engine. A sink may
+          prune with it and must not return a row it rejects.
         - `exclude`: partition ids whose rows must not be returned, not one
           row of them. The query planner passes the partitions the cache
           answers for and those pending or in flight (a partition committed by

@@ -13,6 +13,7 @@ the tree is flat so callers can catch one family without knowing the others::
     │   ├── TransientStoreError  worth retrying later
     │   └── PathError            a path that would leave the store's root (also a ValueError)
     ├── EncodeError          rows that an encoder cannot write
+    ├── FilterError          a malformed filter, or one naming an unknown column (also a ValueError)
     ├── SinkError            a sink failed as a whole
     │   └── SinkClosedError      the sink was used after close()
     ├── StateError           the durable progress store is unusable
@@ -33,6 +34,7 @@ __all__ = [
     "CacheError",
     "ConfigError",
     "EncodeError",
+    "FilterError",
     "HypawareError",
     "NotFoundError",
     "PathError",
@@ -120,6 +122,10 @@ class PathError(StoreError, ValueError):
 
 class EncodeError(HypawareError):
     """Rows an encoder cannot write (unsupported type, row over a hard limit)."""
+
+
+class FilterError(HypawareError, ValueError):
+    """A filter that is malformed or does not fit the dataset (unknown column, wrong type)."""
 
 
 class SinkError(HypawareError):

@@ -22,6 +22,7 @@ __all__ = [
     "ExportResult",
     "ObjectMeta",
     "PartitionRef",
+    "RequestEvent",
     "RetryPartition",
 ]
 
@@ -161,10 +162,34 @@ class ExportOptions:
     `attempt` counts how many times this batch id has been handed to the sink
     (1 on the first try). `timeout` is the driver's budget for the call in
     seconds; a sink that waits inline should stay inside it.
+
+    A sink tells the driver's observers what happens inside a call through
+    the two callbacks, when they are set: `on_retry_wait(seconds, cause)`
+    before each backoff wait (`cause` a short label such as ``http 503`` or
+    ``timeout``, never free text), and `on_request(event)` after each
+    request it makes to a remote endpoint. Neither raises.
     """
 
     attempt: int = 1
     timeout: float | None = None
+    on_retry_wait: Callable[[float, str], None] | None = attrs.field(default=None, eq=False)
+    on_request: Callable[[RequestEvent], None] | None = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen
+class RequestEvent:
+    """One request a sink made: `url` without credentials, `status` None when no reply came.
+
+    `started_ns` is the wall-clock start (``time.time_ns()``); `error` names
+    what failed (an exception type or ``"http 503"``), None on success.
+    """
+
+    method: str
+    url: str
+    status: int | None
+    started_ns: int
+    seconds: float
+    error: str | None = None
 
 
 @attrs.frozen

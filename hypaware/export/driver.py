@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -70,7 +70,7 @@ class ExportDriver:
         sinks: Iterable[tuple[SinkSpec, Any]],
         *,
         state: ProgressStore | str | os.PathLike[str],
-        observer: ExportObserver | None = None,
+        observer: ExportObserver | Sequence[ExportObserver] | None = None,
         clock: Clock | None = None,
         close_sinks: bool = True,
     ) -> None:
@@ -81,7 +81,16 @@ class ExportDriver:
                 raise ConfigError.single(f"sinks.{spec.name}", "sink name given twice")
             self._runners[spec.name] = _Runner(spec, source)
         self.state = state if isinstance(state, ProgressStore) else ProgressStore(Path(state))
-        self.observer: ExportObserver = observer or NullObserver()
+        if observer is None:
+            observers: tuple[ExportObserver, ...] = ()
+        elif isinstance(observer, Sequence):
+            observers = tuple(observer)
+        else:
+            observers = (observer,)
+        #: Every observer, called in this order.
+        self.observers = observers
+        #: The first observer (a `NullObserver` when none was given).
+        self.observer: ExportObserver = observers[0] if observers else NullObserver()
         self.clock: Clock = clock or SystemClock()
         self._close_sinks = close_sinks
         self._stop = asyncio.Event()
@@ -104,7 +113,7 @@ class ExportDriver:
         cache: Cache | None = None,
         registry: Registry | None = None,
         env: Mapping[str, str] | None = None,
-        observer: ExportObserver | None = None,
+        observer: ExportObserver | Sequence[ExportObserver] | None = None,
         clock: Clock | None = None,
     ) -> ExportDriver:
         """A driver for every sink of `config`.
@@ -471,11 +480,12 @@ class ExportDriver:
         self._notify("error", sink, message)
 
     def _notify(self, method: str, *args: Any, **kwargs: Any) -> None:
-        # Callbacks added after the protocol was first published are optional.
-        callback = getattr(self.observer, method, None)
-        if callback is None:
-            return
-        try:
-            callback(*args, **kwargs)
-        except Exception:
-            log.exception("observer %r failed in %s", self.observer, method)
+        for observer in self.observers:
+            # An observer written before a callback existed simply does not get it.
+            callback = getattr(observer, method, None)
+            if callback is None:
+                continue
+            try:
+                callback(*args, **kwargs)
+            except Exception:
+                log.exception("observer %r failed in %s", observer, method)

@@ -1,16 +1,18 @@
 """Watching the export driver: callbacks a host wires to its metrics.
 
 The driver calls an `ExportObserver` as it works. `CountingObserver` keeps
-plain counters per sink (what ``hypaware export`` displays); a host that
-reports to Prometheus or OpenTelemetry implements the few callbacks it cares
-about on a subclass of `NullObserver`. An observer that raises is logged and
-otherwise ignored: it never stops an export.
+plain counters per sink (what ``hypaware export`` displays);
+`hypaware.export.otel.OTelObserver` (the ``hypaware[otel]`` extra) records
+OpenTelemetry metrics and spans; a host that reports elsewhere implements the
+few callbacks it cares about on a subclass of `NullObserver`. The driver
+takes several observers and calls each in turn; a callback an observer does
+not have is skipped, and an observer that raises is logged and otherwise
+ignored: it never stops an export.
 
 Beyond the protocol, the driver calls these when an observer has them
-(`NullObserver` has them all): ``partitions_parked(sink, dataset, ids)``,
-``dataset_started(sink, dataset, *, high_water, skipped_partitions,
-skipped_rows)``, ``sink_scheduled(sink, schedule, next_slot)`` and
-``pass_finished(sink, report)``.
+(`NullObserver` has them all): ``dataset_started(sink, dataset, *, high_water,
+skipped_partitions, skipped_rows)`` and ``sink_scheduled(sink, schedule,
+next_slot)``.
 """
 
 from __future__ import annotations
@@ -21,15 +23,35 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import attrs
 
-if TYPE_CHECKING:
-    from hypaware.export.reports import SinkReport
-
 __all__ = ["CountingObserver", "ExportObserver", "NullObserver", "SinkCounters"]
+
+if TYPE_CHECKING:
+    from hypaware.core.types import RequestEvent
+    from hypaware.export.reports import SinkReport
 
 
 @runtime_checkable
 class ExportObserver(Protocol):
     """Callbacks from the export driver. All are called on the driver's event loop."""
+
+    def pass_started(self, sink: str) -> None:
+        """A pass of `sink` begins (on its schedule, or `run_once`)."""
+
+    def pass_finished(self, sink: str, report: SinkReport) -> None:
+        """The pass of `sink` ended with `report` (its `seconds`, `errors` and failures)."""
+
+    def batch_started(self, sink: str, dataset: str, *, batch_id: str, partitions: int) -> None:
+        """A batch is handed to `sink`; `batch_exported` follows when it comes back."""
+
+    def retry_wait(
+        self, sink: str, dataset: str, *, batch_id: str, seconds: float, cause: str
+    ) -> None:
+        """The sink waits `seconds` before trying again (backpressure, a conflict), and why."""
+
+    def request_finished(
+        self, sink: str, dataset: str, *, batch_id: str, event: RequestEvent
+    ) -> None:
+        """The sink made one request to its endpoint while exporting `batch_id`."""
 
     def batch_exported(
         self,
@@ -48,7 +70,15 @@ class ExportObserver(Protocol):
     def partitions_retried(
         self, sink: str, dataset: str, partition_ids: Sequence[str], reasons: Sequence[str]
     ) -> None:
-        """Partitions the sink did not export; they are respooled for the next tick."""
+        """Partitions the sink did not export; they are respooled for the next tick.
+        Called before `batch_exported` of the same batch."""
+
+    def partitions_parked(
+        self, sink: str, dataset: str, partition_ids: Sequence[str], reasons: Sequence[str]
+    ) -> None:
+        """Of the retried partitions, those parked: they failed for good (a 4xx, rows the
+        encoder refuses) or `max_partition_attempts` times. Kept in the cache, so no row is
+        lost, and no longer retried until an operator runs ``hypaware retry``."""
 
     def partitions_lost(self, sink: str, dataset: str, partition_ids: Sequence[str]) -> None:
         """Partitions the sink still needed but the cache no longer has (a hard cap)."""
@@ -63,6 +93,25 @@ class ExportObserver(Protocol):
 
 class NullObserver:
     """An observer that ignores everything; subclass it and override what you need."""
+
+    def pass_started(self, sink: str) -> None:
+        return None
+
+    def pass_finished(self, sink: str, report: SinkReport) -> None:
+        return None
+
+    def batch_started(self, sink: str, dataset: str, *, batch_id: str, partitions: int) -> None:
+        return None
+
+    def retry_wait(
+        self, sink: str, dataset: str, *, batch_id: str, seconds: float, cause: str
+    ) -> None:
+        return None
+
+    def request_finished(
+        self, sink: str, dataset: str, *, batch_id: str, event: RequestEvent
+    ) -> None:
+        return None
 
     def batch_exported(
         self,
@@ -83,6 +132,11 @@ class NullObserver:
     ) -> None:
         return None
 
+    def partitions_parked(
+        self, sink: str, dataset: str, partition_ids: Sequence[str], reasons: Sequence[str]
+    ) -> None:
+        return None
+
     def partitions_lost(self, sink: str, dataset: str, partition_ids: Sequence[str]) -> None:
         return None
 
@@ -91,9 +145,6 @@ class NullObserver:
 
     def error(self, sink: str | None, message: str) -> None:
         return None
-
-    def partitions_parked(self, sink: str, dataset: str, partition_ids: Sequence[str]) -> None:
-        """Partitions taken out of the retry loop until an operator retries them."""
 
     def dataset_started(
         self,
@@ -109,9 +160,6 @@ class NullObserver:
 
     def sink_scheduled(self, sink: str, schedule: str, next_slot: datetime | None) -> None:
         """`run_forever` runs `sink` on `schedule` (UTC); its next pass is at `next_slot`."""
-
-    def pass_finished(self, sink: str, report: SinkReport) -> None:
-        """A pass of `sink` ended with `report`."""
 
 
 @attrs.define
@@ -130,6 +178,8 @@ class SinkCounters:
     lag_rows: int = 0
     parked: int = 0
     passes: int = 0
+    retry_waits: int = 0
+    retry_wait_seconds: float = 0.0
     last_error: str | None = None
 
 
@@ -171,11 +221,20 @@ class CountingObserver(NullObserver):
     def partitions_lost(self, sink: str, dataset: str, partition_ids: Sequence[str]) -> None:
         self.of(sink).lost += len(partition_ids)
 
-    def partitions_parked(self, sink: str, dataset: str, partition_ids: Sequence[str]) -> None:
+    def partitions_parked(
+        self, sink: str, dataset: str, partition_ids: Sequence[str], reasons: Sequence[str]
+    ) -> None:
         self.of(sink).parked += len(partition_ids)
 
     def pass_finished(self, sink: str, report: SinkReport) -> None:
         self.of(sink).passes += 1
+
+    def retry_wait(
+        self, sink: str, dataset: str, *, batch_id: str, seconds: float, cause: str
+    ) -> None:
+        c = self.of(sink)
+        c.retry_waits += 1
+        c.retry_wait_seconds += seconds
 
     def lag(self, sink: str, dataset: str, *, partitions: int, rows: int) -> None:
         self._lag[(sink, dataset)] = (partitions, rows)

@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING, Any
 from hypaware.cache.protocol import Cache
 from hypaware.core.config import SinkSpec
 from hypaware.core.errors import CacheError, HypawareError, StateError
-from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult, PartitionRef
+from hypaware.core.types import (
+    DatasetInfo,
+    ExportBatch,
+    ExportOptions,
+    ExportResult,
+    PartitionRef,
+    RequestEvent,
+)
 from hypaware.export.identity import check_sink
 from hypaware.export.reports import SinkReport, summarise
 from hypaware.export.state import InFlightBatch, ProgressStore
@@ -111,6 +118,7 @@ class Exporter:
         """One pass of `runner`'s sink, under its pass lock and its lock file."""
         report = SinkReport(runner.name)
         started = time.monotonic()
+        self._notify("pass_started", runner.name)
         async with runner.busy:
             if self._checked(runner, backfill, report):
                 lock = self._acquire(runner.name, report)
@@ -347,13 +355,24 @@ class Exporter:
         batch = ExportBatch(flight.batch_id, name, info, refs)
         attempt = self.state.attempt(flight.batch_id)
         timeout = runner.spec.export_timeout
+        batch_id = flight.batch_id
+
+        def on_retry_wait(seconds: float, cause: str) -> None:
+            self._notify(
+                "retry_wait", name, info.name, batch_id=batch_id, seconds=seconds, cause=cause
+            )
+
+        def on_request(event: RequestEvent) -> None:
+            self._notify("request_finished", name, info.name, batch_id=batch_id, event=event)
+
+        opts = ExportOptions(
+            attempt=attempt, timeout=timeout, on_retry_wait=on_retry_wait, on_request=on_request
+        )
+        self._notify("batch_started", name, info.name, batch_id=batch_id, partitions=len(refs))
         started = time.monotonic()
         logged = False
         try:
-            raw = await asyncio.wait_for(
-                sink.export_batch(batch, ExportOptions(attempt=attempt, timeout=timeout)),
-                timeout,
-            )
+            raw = await asyncio.wait_for(sink.export_batch(batch, opts), timeout)
             if not isinstance(raw, ExportResult):
                 raise TypeError(f"export_batch returned a {type(raw).__name__}, not ExportResult")
             result = raw.reconcile(batch)
@@ -402,6 +421,8 @@ class Exporter:
                 "bytes": result.bytes_written,
             },
         )
+        if result.retry_partitions:
+            self._failed(runner, info, flight.batch_id, result, report, logged=logged)
         self._notify(
             "batch_exported",
             name,
@@ -413,8 +434,6 @@ class Exporter:
             files=result.files_written,
             seconds=seconds,
         )
-        if result.retry_partitions:
-            self._failed(runner, info, flight.batch_id, result, report, logged=logged)
 
     def _failed(
         self,
@@ -469,7 +488,14 @@ class Exporter:
             [r.reason for r in result.retry_partitions],
         )
         if parked:
-            self._notify("partitions_parked", name, info.name, sorted(parked))
+            parked_now = [r for r in result.retry_partitions if r.partition_id in parked]
+            self._notify(
+                "partitions_parked",
+                name,
+                info.name,
+                [r.partition_id for r in parked_now],
+                [r.reason for r in parked_now],
+            )
 
     def _report_lag(self, sink: str, info: DatasetInfo, report: SinkReport) -> None:
         high_water = self.state.high_water(sink, info.name) or 0

@@ -2,18 +2,18 @@
 
 `row_filter` turns a time range and lookup keys into the pyiceberg filter
 that prunes by day partition and by file and row-group statistics;
-`scan_table` streams a table's rows with it (see
-`IcebergTableFormat.scan`). The query sources use `row_filter` too.
+`scan_table` streams a table's rows with it and a filter tree compiled by
+`hypaware.iceberg.filter` (see `IcebergTableFormat.scan`). The query
+sources use `row_filter` too.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyiceberg.expressions import (
     AlwaysTrue,
     And,
@@ -23,10 +23,12 @@ from pyiceberg.expressions import (
     LessThan,
 )
 from pyiceberg.table import Table
-from pyiceberg.types import DateType, TimestamptzType
 
+from hypaware.core.filter import Filter
+from hypaware.core.filter_bind import bind_filter
 from hypaware.core.types import DatasetInfo
 from hypaware.iceberg.catalog import IcebergError, _brief
+from hypaware.iceberg.filter import time_literal, to_iceberg
 from hypaware.iceberg.schema import normalize_schema
 
 __all__ = ["row_filter", "scan_table"]
@@ -38,7 +40,7 @@ def scan_table(
     what: str,
     *,
     columns: Iterable[str] | None = None,
-    filter: Any = None,
+    filter: Filter | None = None,
     since: dt.datetime | dt.date | None = None,
     until: dt.datetime | dt.date | None = None,
     keys: Iterable[Any] | None = None,
@@ -46,8 +48,16 @@ def scan_table(
     """Stream `table`'s rows (None: a table not registered yet, scanned as empty).
 
     The arguments are those of `IcebergTableFormat.scan`; `what` names the
-    table in errors.
+    table in errors. `filter` is bound to the dataset's schema (a
+    `FilterError` for an unknown column or a mistyped value) and pushed into
+    the scan with the time range and keys.
     """
+    if filter is not None and not isinstance(filter, Filter):
+        raise TypeError(
+            "filter must be a hypaware filter (hypaware.col(...) or "
+            f"hypaware.parse_filter(text)); got {type(filter).__name__}"
+        )
+    bound = bind_filter(filter, dataset.schema, dataset=dataset.name) if filter else None
     wanted = list(columns) if columns is not None else None
     if table is None:
         schema = normalize_schema(dataset.schema)
@@ -56,38 +66,13 @@ def scan_table(
         return pa.RecordBatchReader.from_batches(schema, [])
 
     expr = row_filter(table, dataset, since, until, keys)
-    residual: pc.Expression | None = None
-    if isinstance(filter, pc.Expression):
-        residual = filter
-    elif isinstance(filter, (BooleanExpression, str)):
-        expr = And(expr, filter) if not isinstance(filter, str) else And(expr, _parse(filter))
-    elif filter is not None:
-        raise TypeError(
-            "filter must be a pyiceberg expression, its string form, or a "
-            f"pyarrow.compute.Expression; got {type(filter).__name__}"
-        )
-    selected = ("*",) if residual is not None or wanted is None else tuple(wanted)
+    if bound is not None:
+        expr = And(expr, to_iceberg(bound, table.schema()))
+    selected = ("*",) if wanted is None else tuple(wanted)
     try:
-        reader = table.scan(row_filter=expr, selected_fields=selected).to_arrow_batch_reader()
+        return table.scan(row_filter=expr, selected_fields=selected).to_arrow_batch_reader()
     except Exception as exc:
         raise IcebergError(f"{what}: cannot scan the table: {_brief(exc)}") from exc
-    if residual is None:
-        return reader
-    return _filtered(reader, residual, wanted)
-
-
-def _time_literal(value: dt.datetime | dt.date, column_type: Any) -> str:
-    if isinstance(column_type, DateType):
-        day = value.date() if isinstance(value, dt.datetime) else value
-        return day.isoformat()
-    if not isinstance(value, dt.datetime):
-        value = dt.datetime(value.year, value.month, value.day)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    value = value.astimezone(dt.UTC)
-    if isinstance(column_type, TimestamptzType):
-        return value.isoformat()
-    return value.replace(tzinfo=None).isoformat()
 
 
 # pyiceberg's predicates are pydantic models whose generated __init__ mypy misreads;
@@ -108,39 +93,11 @@ def row_filter(
     expr: BooleanExpression = AlwaysTrue()
     time_type = table.schema().find_field(dataset.time_column).field_type
     if since is not None:
-        expr = And(expr, _AtLeast(dataset.time_column, _time_literal(since, time_type)))
+        expr = And(expr, _AtLeast(dataset.time_column, time_literal(since, time_type)))
     if until is not None:
-        expr = And(expr, _Below(dataset.time_column, _time_literal(until, time_type)))
+        expr = And(expr, _Below(dataset.time_column, time_literal(until, time_type)))
     if keys is not None:
         if dataset.lookup_key is None:
             raise ValueError(f"dataset {dataset.name!r} has no lookup key to filter by")
         expr = And(expr, _OneOf(dataset.lookup_key, tuple(keys)))
     return expr
-
-
-# The name the query sources imported first.
-_row_filter = row_filter
-
-
-def _parse(text: str) -> BooleanExpression:
-    from pyiceberg.expressions.parser import parse
-
-    return parse(text)
-
-
-def _filtered(
-    reader: pa.RecordBatchReader, residual: pc.Expression, columns: list[str] | None
-) -> pa.RecordBatchReader:
-    schema = reader.schema
-    if columns is not None:
-        schema = pa.schema([schema.field(c) for c in columns])
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        with reader:
-            for batch in reader:
-                kept = pa.Table.from_batches([batch]).filter(residual)
-                if columns is not None:
-                    kept = kept.select(columns)
-                yield from kept.to_batches()
-
-    return pa.RecordBatchReader.from_batches(schema, batches())

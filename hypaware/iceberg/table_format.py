@@ -39,6 +39,7 @@ from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, Valida
 from pyiceberg.table import Table
 
 from hypaware.core.errors import ConfigError, SinkClosedError, StoreError
+from hypaware.core.filter import Filter
 from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult
 from hypaware.iceberg import layout
 from hypaware.iceberg.catalog import (
@@ -356,7 +357,7 @@ class IcebergTableFormat:
         dataset: DatasetInfo,
         *,
         columns: Iterable[str] | None = None,
-        filter: Any = None,
+        filter: Filter | None = None,
         since: dt.datetime | dt.date | None = None,
         until: dt.datetime | dt.date | None = None,
         keys: Iterable[Any] | None = None,
@@ -367,13 +368,14 @@ class IcebergTableFormat:
           pruned by day partition and file statistics.
         - `keys`: the lookup key is one of these; pruned by file and row-group
           statistics (files are sorted by it).
-        - `filter`: a pyiceberg expression or its string form
-          (``"status = 'ok'"``), pushed down like the above; or a
-          ``pyarrow.compute.Expression``, applied to the rows read (no pruning).
+        - `filter`: a filter tree (``hypaware.col("status") == "ok"`` or
+          ``hypaware.parse_filter("status = 'ok'")``), checked against the
+          dataset (`FilterError` for an unknown column or a mistyped value)
+          and pushed down like the above.
         - `columns`: the columns to return (default all).
 
-        A table not registered yet scans as empty. Raises `IcebergError` when
-        the catalog or files cannot be read.
+        Only `columns` are read. A table not registered yet scans as empty.
+        Raises `IcebergError` when the catalog or files cannot be read.
         """
         what = self._what(dataset.name)
         try:

@@ -30,7 +30,8 @@ from hypaware.querying.streaming import _close, _close_now, _guarded, _limited
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.compute as pc
+
+    from hypaware.core.filter import Filter
 
 __all__ = [
     "CacheOnlyWarning",
@@ -54,7 +55,7 @@ async def plan_query(
     since: TimeLike | None = None,
     until: TimeLike | None = None,
     keys: Iterable[Any] | Any | None = None,
-    where: pc.Expression | str | None = None,
+    where: Filter | str | None = None,
     limit: int | None = None,
     sink: str | None = None,
     allow_partial: bool = False,
@@ -125,7 +126,7 @@ async def query_async(
     since: TimeLike | None = None,
     until: TimeLike | None = None,
     keys: Iterable[Any] | Any | None = None,
-    where: pc.Expression | str | None = None,
+    where: Filter | str | None = None,
     limit: int | None = None,
     sink: str | None = None,
     allow_partial: bool = False,
@@ -160,7 +161,7 @@ def query(
     since: TimeLike | None = None,
     until: TimeLike | None = None,
     keys: Iterable[Any] | Any | None = None,
-    where: pc.Expression | str | None = None,
+    where: Filter | str | None = None,
     limit: int | None = None,
     sink: str | None = None,
     allow_partial: bool = False,
@@ -174,8 +175,10 @@ def query(
     - `since` / `until`: the time column is ``>= since`` and ``< until``
       (datetime, date or ISO 8601 string; no zone means UTC).
     - `keys`: values of the dataset's lookup key to keep.
-    - `where`: a ``pyarrow.compute`` expression, or a string in the filter
-      language of `hypaware.querying.expr`.
+    - `where`: a filter built with `hypaware.col` (``col("tokens") > 10``) or
+      its text form (``"tokens > 10 and role = 'user'"``, see
+      `hypaware.core.filter`); checked against the dataset, then pushed into
+      every reader (Parquet row groups, Iceberg scan planning).
     - `limit`: at most this many rows.
     - `sink`: the queryable sink to read (default: the first by name that
       receives the dataset). With none, the cache is read alone and a
@@ -184,7 +187,7 @@ def query(
       cache holds instead of raising.
 
     Raises `UnknownDatasetError`, `NotQueryableError`, `QueryInputError`
-    (malformed time, unknown column, bad expression) and
+    (malformed time, unknown column, bad filter, with a did-you-mean) and
     `SourceUnreadableError` naming the part that could not be read. Call
     `query_async` from inside an event loop.
     """

@@ -1,27 +1,32 @@
 """A query's restrictions: checked against the dataset, then applied by every source.
 
 `Filters` holds one query's columns, time range, lookup keys and row filter
-(`where`), with the helpers the sources use to prune (`overlaps`, `days`) and
-to filter rows (`expression`). `_filters` builds it from the arguments of
+(`where`, a filter tree bound to the dataset), with the helpers the sources
+use to prune (`overlaps`, `days`) and to filter rows: `tree` (everything as
+one filter tree, which the Iceberg source and third-party sinks compile for
+their engine) and `expression` (the same tree as a pyarrow expression, for
+the cache and Parquet files). `_filters` builds it from the arguments of
 `hypaware.query`, raising `QueryInputError` for what the dataset cannot
-answer (an unknown column, a malformed time, keys of the wrong type).
+answer (an unknown column, a malformed time or filter, keys of the wrong
+type), the same for every sink kind, before any data is read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from hypaware.core.errors import FilterError
+from hypaware.core.filter import Compare, Filter, IsIn, all_of, columns_of, parse_filter, parse_time
+from hypaware.core.filter_bind import bind_filter, to_arrow
 from hypaware.core.registry import did_you_mean
 from hypaware.core.types import DatasetInfo, PartitionRef
 from hypaware.querying.errors import QueryInputError
-from hypaware.querying.expr import parse_time, parse_where
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     import pyarrow.compute as pc
 
 __all__ = ["Filters", "TimeLike"]
@@ -40,7 +45,7 @@ class Filters:
     since: datetime | None = None
     until: datetime | None = None
     keys: tuple[Any, ...] | None = None
-    where: pc.Expression | None = None
+    where: Filter | None = None
 
     def overlaps(self, part: PartitionRef) -> bool:
         """Whether `part` may hold rows in [since, until) (from its time range)."""
@@ -68,40 +73,30 @@ class Filters:
             return None
         return [(first + timedelta(days=i)).isoformat() for i in range(count)]
 
+    def tree(self, info: DatasetInfo) -> Filter | None:
+        """Time range, keys and `where` as one bound filter tree over the dataset."""
+        return all_of(
+            Compare(info.time_column, ">=", self.since) if self.since is not None else None,
+            Compare(info.time_column, "<", self.until) if self.until is not None else None,
+            IsIn(_key(info), self.keys) if self.keys is not None else None,
+            self.where,
+        )
+
     def expression(self, info: DatasetInfo) -> pc.Expression | None:
-        """Time range, keys and `where` as one pyarrow expression over the dataset."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
+        """`tree` as a pyarrow expression (for the cache and Parquet files)."""
+        tree = self.tree(info)
+        return to_arrow(tree, info.schema) if tree is not None else None
 
-        parts: list[pc.Expression] = []
-        field = info.schema.field(info.time_column)
-        column = pc.field(info.time_column)
-        if self.since is not None:
-            parts.append(column >= _time_scalar(self.since, field.type))
-        if self.until is not None:
-            parts.append(column < _time_scalar(self.until, field.type))
-        if self.keys is not None:
-            assert info.lookup_key is not None
-            key_type = info.schema.field(info.lookup_key).type
-            parts.append(pc.field(info.lookup_key).isin(pa.array(self.keys, type=key_type)))
-        if self.where is not None:
-            parts.append(self.where)
-        if not parts:
-            return None
-        expr = parts[0]
-        for p in parts[1:]:
-            expr = expr & p
-        return expr
+    def read_columns(self, info: DatasetInfo) -> list[str]:
+        """The query's columns and those its filter reads, in the schema's order."""
+        tree = self.tree(info)
+        wanted = set(self.columns) | (columns_of(tree) if tree is not None else set())
+        return [n for n in info.schema.names if n in wanted]
 
 
-def _time_scalar(when: datetime, typ: pa.DataType) -> pa.Scalar:
-    import pyarrow as pa
-
-    if pa.types.is_date(typ):
-        return pa.scalar(when.date(), type=typ)
-    if pa.types.is_timestamp(typ) and typ.tz is None:
-        return pa.scalar(when.astimezone(UTC).replace(tzinfo=None), type=typ)
-    return pa.scalar(when, type=typ)
+def _key(info: DatasetInfo) -> str:
+    assert info.lookup_key is not None
+    return info.lookup_key
 
 
 def _filters(
@@ -110,10 +105,9 @@ def _filters(
     since: TimeLike | None,
     until: TimeLike | None,
     keys: Iterable[Any] | Any | None,
-    where: pc.Expression | str | None,
+    where: Filter | str | None,
 ) -> Filters:
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     schema = info.schema
     if isinstance(columns, str):
@@ -127,8 +121,11 @@ def _filters(
                 f"columns: dataset {info.name!r} has no column {column!r}"
                 f"{did_you_mean(column, schema.names)} (columns: {', '.join(schema.names)})"
             )
-    start = parse_time(since, what="since") if since is not None else None
-    end = parse_time(until, what="until") if until is not None else None
+    try:
+        start = parse_time(since, what="since") if since is not None else None
+        end = parse_time(until, what="until") if until is not None else None
+    except FilterError as exc:
+        raise QueryInputError(str(exc)) from exc
     if start is not None and end is not None and end < start:
         raise QueryInputError(f"until ({end.isoformat()}) is before since ({start.isoformat()})")
     key_values: tuple[Any, ...] | None = None
@@ -145,33 +142,21 @@ def _filters(
             raise QueryInputError(
                 f"keys: not values of lookup key {info.lookup_key!r} ({field.type}): {exc}"
             ) from exc
-    if isinstance(where, str):
-        where = parse_where(where, schema)
-    elif where is not None:
-        if not isinstance(where, pc.Expression):
-            raise QueryInputError(
-                f"where: expected a pyarrow.compute.Expression or a string, "
-                f"got {type(where).__name__}"
-            )
-        _check_expression(where, info)
-    return Filters(wanted, start, end, key_values, where)
-
-
-def _check_expression(expr: pc.Expression, info: DatasetInfo) -> None:
-    import re
-
-    import pyarrow as pa
-
     try:
-        info.schema.empty_table().filter(expr)
-    except (pa.ArrowException, TypeError, ValueError) as exc:
-        text = str(exc)
-        m = re.search(r"FieldRef\.Name\(([^)]*)\)", text)
-        if m:
-            name = m.group(1)
-            raise QueryInputError(
-                f"where: dataset {info.name!r} has no column {name!r}"
-                f"{did_you_mean(name, info.schema.names)} "
-                f"(columns: {', '.join(info.schema.names)})"
-            ) from exc
-        raise QueryInputError(f"where: {text.splitlines()[0] if text else exc!r}") from exc
+        bound = _where(where, info)
+    except FilterError as exc:
+        raise QueryInputError(str(exc)) from exc
+    return Filters(wanted, start, end, key_values, bound)
+
+
+def _where(where: Filter | str | None, info: DatasetInfo) -> Filter | None:
+    if where is None:
+        return None
+    if isinstance(where, str):
+        where = parse_filter(where)
+    elif not isinstance(where, Filter):
+        raise QueryInputError(
+            "where: expected a filter (hypaware.col(...)) or its text form "
+            f'("tokens > 10"), got {type(where).__name__}'
+        )
+    return bind_filter(where, info.schema, dataset=info.name)

@@ -158,12 +158,17 @@ class Backpressure(Exception):
     `retry_after` is the raw ``Retry-After`` text when the server sent one
     and it may pace the retry (None otherwise: the ladder decides).
     `reason` says what happened, for messages; it must hold no secret.
+    `cause` is a short label for metrics (``http 503``, ``timeout``,
+    ``connection``): one of a few values, never free text.
     """
 
-    def __init__(self, reason: str, *, retry_after: str | None = None) -> None:
+    def __init__(
+        self, reason: str, *, retry_after: str | None = None, cause: str = "backpressure"
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
+        self.cause = cause
 
 
 class BudgetExceededError(HypawareError):

@@ -39,6 +39,7 @@ from hypaware.core.types import (
     ExportOptions,
     ExportResult,
     PartitionRef,
+    RequestEvent,
     RetryPartition,
 )
 from hypaware.request.backoff import (
@@ -178,7 +179,7 @@ class RequestSink(AsyncClosing):
                 retry.append(RetryPartition(part.id, stop_reason))
                 continue
             try:
-                n, b = await self._export_partition(batch, part, deadline)
+                n, b = await self._export_partition(batch, part, deadline, opts)
             except WaitAbortedError:
                 stop_reason = f"sink {self.name!r} closed before this partition was delivered"
                 retry.append(RetryPartition(part.id, stop_reason))
@@ -237,7 +238,11 @@ class RequestSink(AsyncClosing):
             )
 
     async def _export_partition(
-        self, batch: ExportBatch, part: PartitionRef, deadline: float | None
+        self,
+        batch: ExportBatch,
+        part: PartitionRef,
+        deadline: float | None,
+        opts: ExportOptions,
     ) -> tuple[int, int]:
         identity = ChunkIdentity(self.gateway, batch.sink, batch.dataset.name, part.id)
         url = self.wire.url(batch.dataset.name)
@@ -257,7 +262,7 @@ class RequestSink(AsyncClosing):
                 if self._abort.aborted:
                     raise WaitAbortedError("closing")
                 upcoming = asyncio.ensure_future(asyncio.to_thread(next, chunks, None))
-                fresh = await self._deliver(url, chunk, identity, deadline)
+                fresh = await self._deliver(url, chunk, identity, deadline, opts)
                 if fresh < chunk.rows:
                     log.debug("sink %r: endpoint already had chunk %s", self.name, chunk.id)
                 rows += chunk.rows
@@ -271,7 +276,12 @@ class RequestSink(AsyncClosing):
         return rows, size
 
     async def _deliver(
-        self, url: str, chunk: Chunk, identity: ChunkIdentity, deadline: float | None
+        self,
+        url: str,
+        chunk: Chunk,
+        identity: ChunkIdentity,
+        deadline: float | None,
+        opts: ExportOptions,
     ) -> int:
         headers = self.wire.headers(chunk, identity)
         policy = self.policy
@@ -281,10 +291,35 @@ class RequestSink(AsyncClosing):
                 policy = attrs.evolve(policy, budget=left)
 
         async def attempt() -> int:
-            reply = await self._abort.run(self._post(url, chunk, headers))
-            return self._judge(reply, chunk, url)
+            if opts.on_request is None:
+                reply = await self._abort.run(self._post(url, chunk, headers))
+                return self._judge(reply, chunk, url)
+            started_ns = time.time_ns()
+            began = time.perf_counter()
+            status: int | None = None
+            error: str | None = None
+            try:
+                reply = await self._abort.run(self._post(url, chunk, headers))
+                status = reply.status
+                return self._judge(reply, chunk, url)
+            except BaseException as exc:
+                error = f"http {status}" if status is not None else type(exc).__name__
+                raise
+            finally:
+                opts.on_request(
+                    RequestEvent(
+                        method="POST",
+                        url=safe_url(url),
+                        status=status,
+                        started_ns=started_ns,
+                        seconds=time.perf_counter() - began,
+                        error=error,
+                    )
+                )
 
         def on_wait(exc: Backpressure, seconds: float, attempt_no: int) -> None:
+            if opts.on_retry_wait is not None:
+                opts.on_retry_wait(seconds, exc.cause)
             log.info(
                 "sink %r: chunk %d of partition %s: %s; attempt %d, retrying in %.3gs",
                 self.name,
@@ -318,7 +353,7 @@ class RequestSink(AsyncClosing):
                     bytes(body[:_MAX_REPLY]),
                 )
         except httpx.TimeoutException as exc:
-            raise Backpressure(f"POST {where}: {_timeout_kind(exc)}") from exc
+            raise Backpressure(f"POST {where}: {_timeout_kind(exc)}", cause="timeout") from exc
         except httpx.DecodingError as exc:
             raise PermanentRequestError(
                 f"POST {where}: the reply could not be decoded ({exc})"
@@ -329,7 +364,7 @@ class RequestSink(AsyncClosing):
                     f"POST {where}: TLS handshake failed: {_describe(exc)}; check that the "
                     "endpoint speaks https and its certificate is trusted"
                 ) from exc
-            raise Backpressure(f"POST {where}: {_describe(exc)}") from exc
+            raise Backpressure(f"POST {where}: {_describe(exc)}", cause="connection") from exc
 
     def _judge(self, reply: Reply, chunk: Chunk, url: str) -> int:
         where = safe_url(url)
@@ -340,10 +375,12 @@ class RequestSink(AsyncClosing):
         detail = f": {said}" if said else ""
         if status in _BACKPRESSURE_STATUSES:
             raise Backpressure(
-                f"endpoint answered {status}{detail}", retry_after=reply.headers.get("retry-after")
+                f"endpoint answered {status}{detail}",
+                retry_after=reply.headers.get("retry-after"),
+                cause=f"http {status}",
             )
         if status in _LADDER_STATUSES or 500 <= status < 600:
-            raise Backpressure(f"endpoint answered {status}{detail}")
+            raise Backpressure(f"endpoint answered {status}{detail}", cause=f"http {status}")
         if status == 413:
             raise PermanentRequestError(
                 f"endpoint refused chunk {chunk.index} ({chunk.rows} rows, {len(chunk.body)} "

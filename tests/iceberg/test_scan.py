@@ -6,10 +6,11 @@ import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from pyiceberg.expressions import EqualTo
 
+from hypaware.core.errors import FilterError
+from hypaware.core.filter import col, parse_filter
 from hypaware.core.types import DatasetInfo, ExportOptions
 
 from .helpers import DATASET, DAY0, batch, build_sink, partition, rows_for, sink_config
@@ -62,18 +63,29 @@ async def test_keys_and_columns(filled) -> None:  # type: ignore[no-untyped-def]
     assert table.num_rows == 2 * 4 * 10
 
 
-async def test_pyiceberg_string_and_expression_filters_are_pushed_down(filled) -> None:  # type: ignore[no-untyped-def]
-    by_text = filled.table.scan(DATASET, filter="role = 'user' and tokens >= 8").read_all()
-    by_expr = filled.table.scan(DATASET, filter=EqualTo("tokens", 9)).read_all()
+async def test_parsed_and_built_filters_are_pushed_down(filled) -> None:  # type: ignore[no-untyped-def]
+    by_text = filled.table.scan(
+        DATASET, filter=parse_filter("role = 'user' and tokens >= 8")
+    ).read_all()
+    by_tree = filled.table.scan(DATASET, filter=col("tokens") == 9).read_all()
     assert by_text.num_rows == 5 * 4 * 1  # tokens 8 is the only even one >= 8
-    assert by_expr.num_rows == 20
+    assert by_tree.num_rows == 20
+    day = parse_filter(f"ts >= '{(DAY0 + dt.timedelta(days=3)).isoformat()}'")
+    assert filled.table.scan(DATASET, filter=day).read_all().num_rows == 5 * 10
 
 
-async def test_pyarrow_expression_filter_is_applied_after_reading(filled) -> None:  # type: ignore[no-untyped-def]
-    expr = (pc.field("tokens") < 2) & (pc.field("conversation_id") == "c4")
-    table = filled.table.scan(DATASET, filter=expr, columns=["tokens"]).read_all()
+async def test_filter_on_columns_not_returned(filled) -> None:  # type: ignore[no-untyped-def]
+    tree = (col("tokens") < 2) & (col("conversation_id") == "c4")
+    table = filled.table.scan(DATASET, filter=tree, columns=["tokens"]).read_all()
     assert table.schema.names == ["tokens"]
     assert sorted(table.column("tokens").to_pylist()) == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+async def test_filter_is_checked_against_the_dataset(filled) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(FilterError, match="did you mean 'tokens'"):
+        filled.table.scan(DATASET, filter=col("tokes") > 1)
+    with pytest.raises(FilterError, match="expected a number"):
+        filled.table.scan(DATASET, filter=col("tokens") > "many")
 
 
 async def test_unregistered_dataset_scans_empty(filled) -> None:  # type: ignore[no-untyped-def]
@@ -91,6 +103,10 @@ async def test_unregistered_dataset_scans_empty(filled) -> None:  # type: ignore
 async def test_bad_filter_type_is_refused(filled) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(TypeError, match="filter must be"):
         filled.table.scan(DATASET, filter=42)
+    with pytest.raises(TypeError, match="filter must be"):
+        filled.table.scan(DATASET, filter="tokens > 1")
+    with pytest.raises(TypeError, match="filter must be"):
+        filled.table.scan(DATASET, filter=EqualTo("tokens", 9))
     with pytest.raises(ValueError, match="no lookup key"):
         filled.table.scan(
             DatasetInfo(name="messages", schema=DATASET.schema, time_column="ts"), keys=["a"]

@@ -89,7 +89,7 @@ def test_filters_match_a_filter_over_all_rows(tmp_path: Path) -> None:
         since=since,
         until=until.isoformat(),
         keys=["c1", "c2"],
-        where=pc.field("tokens") > 4,
+        where=hypaware.col("tokens") > 4,
         columns=["row_id", "conv"],
     ).read_all()
     assert got.column_names == ["row_id", "conv"]
@@ -166,10 +166,12 @@ def test_query_inside_an_event_loop_points_to_query_async(tmp_path: Path) -> Non
             hypaware.QueryInputError,
             "before since",
         ),
-        ({"where": pc.field("nope") > 1}, hypaware.QueryInputError, "no column 'nope'"),
+        ({"where": hypaware.col("nope") > 1}, hypaware.QueryInputError, "no column 'nope'"),
+        ({"where": hypaware.col("tokns") == 1}, hypaware.QueryInputError, "did you mean"),
+        ({"where": pc.field("tokens") > 1}, hypaware.QueryInputError, "expected a filter"),
         ({"where": "tokns > 1"}, hypaware.QueryInputError, "did you mean 'tokens'"),
         ({"where": "tokens > 'many'"}, hypaware.QueryInputError, "'many' is not a value"),
-        ({"where": 42}, hypaware.QueryInputError, "Expression"),
+        ({"where": 42}, hypaware.QueryInputError, "expected a filter"),
         ({"columns": ["row_id", "nope"]}, hypaware.QueryInputError, "no column 'nope'"),
         ({"keys": ["not-a-number"], "dataset": "numbers"}, hypaware.QueryInputError, "keys"),
         ({"limit": -1}, hypaware.QueryInputError, "limit"),

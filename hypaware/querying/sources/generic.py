@@ -71,7 +71,7 @@ class _GenericView(SinkView):
         exclude = frozenset(pending | {p.id for p in cache_side})
         try:
             reader = self.source.sink.scan(
-                self.info, columns=None, filter=filters.expression(self.info), exclude=exclude
+                self.info, columns=None, filter=filters.tree(self.info), exclude=exclude
             )
         except Exception as exc:
             raise SourceUnreadableError(self.part, f"cannot scan: {exc}") from exc

@@ -75,6 +75,7 @@ class _IcebergView(SinkView):
         self.table = table
         self.listed = listed
         self.floor = floor
+        self.scan: Any = None
 
     def claims(self, part: PartitionRef) -> bool:
         # Snapshots too large to list their partitions fall back on the progress store.
@@ -87,18 +88,19 @@ class _IcebergView(SinkView):
         target = pa.schema([self.info.schema.field(c) for c in columns])
         if self.table is None:
             return pa.RecordBatchReader.from_batches(target, iter(()))
-        from hypaware.iceberg.scan import _row_filter
+        from pyiceberg.expressions import And
+
+        from hypaware.iceberg.filter import to_iceberg
+        from hypaware.iceberg.scan import row_filter
 
         try:
-            row_filter = _row_filter(
-                self.table, self.info, filters.since, filters.until, filters.keys
-            )
-            # The table object is pinned at the snapshot the view was taken at.
-            scan = self.table.scan(
-                row_filter=row_filter,
-                selected_fields=("*",) if filters.where is not None else tuple(columns),
-            )
-            reader = scan.to_arrow_batch_reader()
+            expr = row_filter(self.table, self.info, filters.since, filters.until, filters.keys)
+            if filters.where is not None:
+                expr = And(expr, to_iceberg(filters.where, self.table.schema()))
+            # The table object is pinned at the snapshot the view was taken at;
+            # pyiceberg prunes files by the filter and reads only `columns`.
+            self.scan = self.table.scan(row_filter=expr, selected_fields=tuple(columns))
+            reader = self.scan.to_arrow_batch_reader()
         except Exception as exc:
             raise SourceUnreadableError(self.part, f"cannot scan the table: {exc}") from exc
-        return _restricted(reader, filters.where, target)
+        return _restricted(reader, None, target)

@@ -24,7 +24,6 @@ from hypaware.querying.sources.base import FloorReader, SinkView, _acked, _filte
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from hypaware.blob.batch_index import BatchIndex, BatchRecord
     from hypaware.blob.store import ObstoreBlobStore
@@ -148,7 +147,7 @@ class _ParquetView(SinkView):
                 last_day is None or day <= last_day.isoformat()
             )
 
-        read = _needed_columns(schema, columns, rows)
+        read = filters.read_columns(self.info)
         pyfs = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
         fmt = pads.ParquetFileFormat()
 
@@ -184,24 +183,6 @@ class _ParquetView(SinkView):
 
     def describe(self) -> dict[str, Any]:
         return {"files": list(self.selected)}
-
-
-def _needed_columns(
-    schema: pa.Schema, columns: Sequence[str], expr: pc.Expression | None
-) -> list[str]:
-    """`columns` and every column `expr` refers to, in the schema's order."""
-    wanted = set(columns)
-    if expr is not None:
-        for name in schema.names:
-            if name in wanted:
-                continue
-            # The filter binds to a schema without the column only if it does
-            # not refer to it (pyarrow has no API to list an expression's fields).
-            try:
-                schema.remove(schema.get_field_index(name)).empty_table().filter(expr)
-            except Exception:
-                wanted.add(name)
-    return [n for n in schema.names if n in wanted]
 
 
 def _filesystem(store: ObstoreBlobStore) -> tuple[Any, str]:

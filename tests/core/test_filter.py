@@ -1,4 +1,4 @@
-"""The --where language: parsed without eval, same answers as Python on the same rows."""
+"""The filter language: parsed without eval, same answers as Python on the same rows."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware.querying.errors import QueryInputError
-from hypaware.querying.expr import parse_time, parse_where
+from hypaware.core.errors import FilterError
+from hypaware.core.filter import And, Compare, IsIn, IsNull, Not, Or, col, parse_filter, parse_time
+from hypaware.core.filter_bind import bind_filter, to_arrow
 
 SCHEMA = pa.schema(
     [
@@ -36,6 +37,11 @@ ROWS = [
     for n, s in zip(range(8), ["a", "b", "c", None, "a'b", "b", "", "c"], strict=True)
 ]
 TABLE = pa.Table.from_pylist(ROWS, schema=SCHEMA)
+
+
+def parse_where(text: str, schema: pa.Schema) -> Any:
+    return to_arrow(bind_filter(parse_filter(text), schema), schema)
+
 
 OPS = {
     "=": lambda a, b: a == b,
@@ -131,7 +137,7 @@ def test_quoted_column_and_booleans_and_floats() -> None:
     ],
 )
 def test_bad_expressions_name_the_problem(text: str, message: str) -> None:
-    with pytest.raises(QueryInputError, match=re.escape(message)):
+    with pytest.raises(FilterError, match=re.escape(message)):
         parse_where(text, SCHEMA)
 
 
@@ -139,5 +145,34 @@ def test_times() -> None:
     assert parse_time("2026-01-05") == datetime(2026, 1, 5, tzinfo=UTC)
     assert parse_time("2026-01-05T10:30:00+02:00") == datetime(2026, 1, 5, 8, 30, tzinfo=UTC)
     assert parse_time("2026-01-05T10:30Z") == datetime(2026, 1, 5, 10, 30, tzinfo=UTC)
-    with pytest.raises(QueryInputError, match="since"):
+    with pytest.raises(FilterError, match="since"):
         parse_time("5 minutes ago", what="since")
+
+
+@given(st.recursive(leaf(), combine, max_leaves=6))
+def test_text_form_parses_back_to_the_same_tree(case: tuple[str, Any]) -> None:
+    tree = parse_filter(case[0])
+    assert parse_filter(str(tree)) == tree
+    bound = bind_filter(tree, SCHEMA)
+    assert bind_filter(bound, SCHEMA) == bound
+
+
+def test_python_builder_makes_the_parsed_tree() -> None:
+    built = ((col("n") > 2) & col("s").isin(["a", "b"])) | ~col("s").is_null()
+    assert built == Or((And((Compare("n", ">", 2), IsIn("s", ("a", "b")))), Not(IsNull("s"))))
+    assert parse_filter("(n > 2 and s in ('a', 'b')) or s is not null") == Or(
+        (And((Compare("n", ">", 2), IsIn("s", ("a", "b")))), Not(IsNull("s")))
+    )
+
+
+def test_binding_converts_literals_to_the_column_type() -> None:
+    bound = bind_filter(parse_filter("ts >= '2026-01-03' and x < 1"), SCHEMA)
+    assert bound == And(
+        (Compare("ts", ">=", datetime(2026, 1, 3, tzinfo=UTC)), Compare("x", "<", 1.0))
+    )
+    with pytest.raises(FilterError, match="did you mean 's'"):
+        bind_filter(col("ss") == "a", SCHEMA)
+    with pytest.raises(FilterError, match="expected a number"):
+        bind_filter(col("n") == "1", SCHEMA)
+    with pytest.raises(FilterError, match="expected a filter"):
+        bind_filter("n > 1", SCHEMA)  # type: ignore[arg-type]
