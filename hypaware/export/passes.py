@@ -478,8 +478,9 @@ class Exporter:
                 )
         report.parked += len(parked)
         report.add_failures(failures)
-        for failure in failures:
-            self._notify("error", name, failure.describe())
+        if not logged:  # a sink that raised was reported as an error already
+            for failure in failures:
+                self._notify("error", name, failure.describe())
         self._notify(
             "partitions_retried",
             name,

@@ -70,7 +70,8 @@ def _scan(sink: QueryableSink, dataset: DatasetInfo, doing: str, **kw: Any) -> p
 
 async def check_scan_is_exact(h: SinkHarness) -> None:
     """`scan`: committed rows once, `exclude` honoured, projection and filter honoured."""
-    import pyarrow.compute as pc
+    from hypaware.core.filter import col
+    from hypaware.core.filter_bind import bind_filter
 
     batch = _healthy_batch("conformance_scan", [12, 7, 5], batch_id="b1")
     dataset = batch.dataset
@@ -109,8 +110,9 @@ async def check_scan_is_exact(h: SinkHarness) -> None:
         _expect(_ids_once(table, doing), every, doing)
 
         threshold = sorted(every.values())[len(every) // 2]
-        doing = f"scan(filter=pc.field('value') >= {threshold})"
-        table = _scan(sink, dataset, doing, filter=pc.field("value") >= threshold)
+        doing = f"scan(filter=col('value') >= {threshold})"
+        where = bind_filter(col("value") >= threshold, dataset.schema)
+        table = _scan(sink, dataset, doing, filter=where)
         _expect(_ids_once(table, doing), [r for r, v in every.items() if v >= threshold], doing)
 
 

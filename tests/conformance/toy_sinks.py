@@ -11,7 +11,6 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from hypaware import (
     DatasetInfo,
@@ -21,6 +20,8 @@ from hypaware import (
     RetryPartition,
     SinkClosedError,
 )
+from hypaware.core.filter import Filter
+from hypaware.core.filter_bind import to_arrow
 
 
 class Destination:
@@ -146,7 +147,7 @@ class ScanListSink(ListSink):
         dataset: DatasetInfo,
         *,
         columns: Iterable[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: Filter | None = None,
         exclude: Collection[str] = frozenset(),
     ) -> pa.RecordBatchReader:
         rows = [
@@ -157,7 +158,7 @@ class ScanListSink(ListSink):
         ]
         table = pa.Table.from_pylist(rows, schema=dataset.schema)
         if filter is not None:
-            table = table.filter(filter)
+            table = table.filter(to_arrow(filter, dataset.schema))
         if columns is not None:
             table = table.select(list(columns))
         return pa.RecordBatchReader.from_batches(table.schema, table.to_batches())

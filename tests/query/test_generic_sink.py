@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ class MemorySink:
         *,
         columns: Any = None,
         filter: Filter | None = None,
+        exclude: Collection[str] = frozenset(),
     ) -> pa.RecordBatchReader:
         self.filters.append(filter)
         table = pa.concat_tables(self.tables) if self.tables else dataset.schema.empty_table()

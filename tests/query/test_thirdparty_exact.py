@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 
 from hypaware.core.config import SinkSpec
+from hypaware.core.filter import Filter
+from hypaware.core.filter_bind import to_arrow
 from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult
 from hypaware.export.driver import ExportDriver
 from hypaware.querying.api import plan_query
@@ -45,7 +46,7 @@ class TaggedTableSink:
         dataset: DatasetInfo,
         *,
         columns: Iterable[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: Filter | None = None,
         exclude: Collection[str] = frozenset(),
     ) -> pa.RecordBatchReader:
         wanted = list(columns) if columns is not None else dataset.schema.names
@@ -56,7 +57,7 @@ class TaggedTableSink:
         ]
         table = pa.concat_tables(kept) if kept else dataset.schema.empty_table()
         if filter is not None:
-            table = table.filter(filter)
+            table = table.filter(to_arrow(filter, dataset.schema))
         return pa.RecordBatchReader.from_batches(
             table.select(wanted).schema, table.select(wanted).to_batches()
         )
@@ -73,7 +74,7 @@ class UntaggedSink(TaggedTableSink):
         dataset: DatasetInfo,
         *,
         columns: Iterable[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: Filter | None = None,
     ) -> pa.RecordBatchReader:
         return super().scan(dataset, columns=columns, filter=filter)
 
@@ -101,7 +102,7 @@ async def test_commit_then_crash_before_ack_reads_every_row_once(tmp_path: Path)
         plan, reader = await plan_query(driver, "events")
         assert ids(reader) == list(range(48))
         assert len(plan.cache_partitions) == 3  # the unacknowledged ones (one per conv)
-        _plan, reader = await plan_query(driver, "events", where=pc.field("tokens") > 3)
+        _plan, reader = await plan_query(driver, "events", where="tokens > 3")
         got = ids(reader)
         assert got == sorted(set(got)) and len(got) == sum(1 for i in range(48) if i % 17 > 3)
 

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.compute as pc
+
+    from hypaware.core.filter import Filter
 
 __all__ = ["scan_table"]
 
@@ -59,11 +60,13 @@ def scan_table(
     schema: pa.Schema,
     *,
     columns: Sequence[str],
-    filter: pc.Expression | None,
+    filter: Filter | None,
     exclude: Collection[str],
 ) -> pa.RecordBatchReader:
     """Stream `table`'s rows as `columns` of `schema`, filtered, without `exclude`'s partitions."""
     import pyarrow as pa
+
+    from hypaware.core.filter_bind import to_arrow
 
     target = pa.schema([schema.field(c) for c in columns])
     if not path.exists():
@@ -97,7 +100,7 @@ def scan_table(
                     arrays[f.name] = pa.nulls(len(rows), type=f.type)
                 chunk = pa.table([arrays[f.name] for f in schema], schema=schema)
                 if filter is not None:
-                    chunk = chunk.filter(filter)
+                    chunk = chunk.filter(to_arrow(filter, schema))
                 for out in chunk.select(list(columns)).to_batches():
                     if out.num_rows:
                         yield out

@@ -43,7 +43,8 @@ from .manifests import SqliteConfig
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.compute as pc
+
+    from hypaware.core.filter import Filter
 
 __all__ = ["LEDGER", "SqliteSink", "make_sink", "quote_identifier", "read_table"]
 
@@ -149,7 +150,7 @@ class SqliteSink:
         dataset: DatasetInfo,
         *,
         columns: Iterable[str] | None = None,
-        filter: pc.Expression | None = None,
+        filter: Filter | None = None,
         exclude: Collection[str] = frozenset(),
     ) -> pa.RecordBatchReader:
         """The dataset's rows in the database, as `hypaware.QueryableSink.scan` promises.
