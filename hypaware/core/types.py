@@ -161,10 +161,17 @@ class ExportOptions:
     `attempt` counts how many times this batch id has been handed to the sink
     (1 on the first try). `timeout` is the driver's budget for the call in
     seconds; a sink that waits inline should stay inside it.
+    `on_retry_wait(cause, seconds)`, when set, is for a sink to call before
+    each wait it takes to retry inline (`cause` a short stable name such as
+    ``"commit-conflict"``); the driver passes it on to its observer's
+    `retry_wait`. Callable from any thread.
     """
 
     attempt: int = 1
     timeout: float | None = None
+    on_retry_wait: Callable[[str, float], None] | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
 
 
 @attrs.frozen

@@ -339,7 +339,10 @@ class ExportDriver:
         self._notify("error", sink, message)
 
     def _notify(self, method: str, *args: Any, **kwargs: Any) -> None:
+        callback = getattr(self.observer, method, None)
+        if callback is None:
+            return  # an observer written before this callback existed
         try:
-            getattr(self.observer, method)(*args, **kwargs)
+            callback(*args, **kwargs)
         except Exception:
             log.exception("observer %r failed in %s", self.observer, method)

@@ -50,6 +50,14 @@ class ExportObserver(Protocol):
         """Something failed: a sink raised or hung, could not be built, or the state or
         cache could not be read. `sink` is None for failures outside any one sink."""
 
+    def retry_wait(self, *, sink: str, dataset: str, cause: str, seconds: float) -> None:
+        """A sink is about to wait `seconds` before retrying inside a batch.
+
+        `cause` is a short stable name (``"commit-conflict"``,
+        ``"catalog-locked"``, ...), fit for a metric label. Observers written
+        before this callback existed are skipped for it.
+        """
+
 
 class NullObserver:
     """An observer that ignores everything; subclass it and override what you need."""
@@ -82,6 +90,9 @@ class NullObserver:
     def error(self, sink: str | None, message: str) -> None:
         return None
 
+    def retry_wait(self, *, sink: str, dataset: str, cause: str, seconds: float) -> None:
+        return None
+
 
 @attrs.define
 class SinkCounters:
@@ -98,6 +109,8 @@ class SinkCounters:
     lag_partitions: int = 0
     lag_rows: int = 0
     last_error: str | None = None
+    retry_waits: dict[str, int] = attrs.field(factory=dict)
+    retry_wait_seconds: float = 0.0
 
 
 class CountingObserver(NullObserver):
@@ -151,3 +164,8 @@ class CountingObserver(NullObserver):
         c = self.of(sink)
         c.errors += 1
         c.last_error = message
+
+    def retry_wait(self, *, sink: str, dataset: str, cause: str, seconds: float) -> None:
+        c = self.of(sink)
+        c.retry_waits[cause] = c.retry_waits.get(cause, 0) + 1
+        c.retry_wait_seconds += seconds

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import time
@@ -105,6 +106,26 @@ class Exporter:
         self._locks_dir = locks_dir
         self._error = error
         self._notify = notify
+
+    def _retry_wait_hook(self, sink: str, dataset: str) -> Callable[[str, float], None]:
+        """`ExportOptions.on_retry_wait` for one batch: the observer hears it on the loop."""
+        loop = asyncio.get_running_loop()
+
+        def hook(cause: str, seconds: float) -> None:
+            # Sinks retry in worker threads too; observers are promised the driver's loop.
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody to tell
+                loop.call_soon_threadsafe(
+                    functools.partial(
+                        self._notify,
+                        "retry_wait",
+                        sink=sink,
+                        dataset=dataset,
+                        cause=cause,
+                        seconds=seconds,
+                    )
+                )
+
+        return hook
 
     async def run_pass(self, runner: _Runner, backfill: bool) -> SinkReport:
         """One pass of `runner`'s sink, under its pass lock and its lock file."""
@@ -294,11 +315,13 @@ class Exporter:
         attempt = self.state.attempt(flight.batch_id)
         timeout = runner.spec.export_timeout
         started = time.monotonic()
+        opts = ExportOptions(
+            attempt=attempt,
+            timeout=timeout,
+            on_retry_wait=self._retry_wait_hook(name, info.name),
+        )
         try:
-            raw = await asyncio.wait_for(
-                sink.export_batch(batch, ExportOptions(attempt=attempt, timeout=timeout)),
-                timeout,
-            )
+            raw = await asyncio.wait_for(sink.export_batch(batch, opts), timeout)
             if not isinstance(raw, ExportResult):
                 raise TypeError(f"export_batch returned a {type(raw).__name__}, not ExportResult")
             result = raw.reconcile(batch)

@@ -40,6 +40,7 @@ from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportR
 from hypaware.iceberg import layout
 from hypaware.iceberg.catalog import (
     IcebergError,
+    RetryWait,
     _brief,
     catalog_properties,
     is_conflict,
@@ -174,7 +175,9 @@ class IcebergTableFormat:
     def _table_location(self, dataset: str) -> str:
         return f"{self._root.url}/{'/'.join(self.identifier(dataset))}"
 
-    def load_table(self, dataset: DatasetInfo, *, create: bool = True) -> Table | None:
+    def load_table(
+        self, dataset: DatasetInfo, *, create: bool = True, on_wait: RetryWait | None = None
+    ) -> Table | None:
         """The dataset's table, registering it if `create` (else None when missing)."""
         ident = self.identifier(dataset.name)
         catalog = self.catalog
@@ -201,6 +204,7 @@ class IcebergTableFormat:
             retry_on=is_conflict,
             attempts=self.config.commit_retries,
             backoff=self.config.commit_backoff,
+            on_wait=on_wait,
         )
         if created:
             log.info("%s: registered table at %s", self._what(dataset.name), table.location())
@@ -212,13 +216,19 @@ class IcebergTableFormat:
         """Write and commit `batch` (see `hypaware.core.contracts.TableFormat.write_batch`)."""
         if self._closed:
             raise SinkClosedError(f"sink {self.sink!r} is closed")
-        return await asyncio.to_thread(self.write_batch_sync, batch)
+        return await asyncio.to_thread(self.write_batch_sync, batch, on_wait=opts.on_retry_wait)
 
-    def write_batch_sync(self, batch: ExportBatch) -> ExportResult:
-        """The blocking body of `write_batch`, for callers already off the event loop."""
+    def write_batch_sync(
+        self, batch: ExportBatch, *, on_wait: RetryWait | None = None
+    ) -> ExportResult:
+        """The blocking body of `write_batch`, for callers already off the event loop.
+
+        `on_wait(cause, seconds)` is told of each wait before a retry on a
+        commit conflict or a locked catalog (from this thread).
+        """
         what = self._what(batch.dataset.name)
         try:
-            return self._write(batch, what)
+            return self._write(batch, what, on_wait)
         except IcebergError as exc:
             return ExportResult.failed(batch, str(exc), retryable=exc.retryable)
         except IncompatibleSchemaError as exc:
@@ -230,12 +240,12 @@ class IcebergTableFormat:
                 raise
             return ExportResult.failed(batch, f"{what}: {_brief(exc)}")
 
-    def _write(self, batch: ExportBatch, what: str) -> ExportResult:
+    def _write(self, batch: ExportBatch, what: str, on_wait: RetryWait | None) -> ExportResult:
         dataset = batch.dataset
         ids = [p.id for p in batch.partitions]
         digest = layout.batch_digest(batch.batch_id, ids)
         try:
-            table = self.load_table(dataset)
+            table = self.load_table(dataset, on_wait=on_wait)
         except IncompatibleSchemaError as exc:
             raise IcebergError(
                 f"{what}: cannot register the table: {exc}", retryable=False
@@ -250,7 +260,7 @@ class IcebergTableFormat:
         if done is not None:
             return already_committed(batch, done)
 
-        table = self._evolve(table, dataset, what)
+        table = self._evolve(table, dataset, what, on_wait)
         check_layout(table, dataset, what)
         target = write_schema(table.schema(), dataset.schema.names)
         read = read_partitions(batch, target, what)
@@ -270,6 +280,7 @@ class IcebergTableFormat:
                 retry_on=is_conflict,
                 attempts=self.config.commit_retries,
                 backoff=self.config.commit_backoff,
+                on_wait=on_wait,
             )
         except BaseException as exc:
             if not committing or did_not_land(exc):
@@ -304,7 +315,9 @@ class IcebergTableFormat:
             files_written=len(written),
         )
 
-    def _evolve(self, table: Table, dataset: DatasetInfo, what: str) -> Table:
+    def _evolve(
+        self, table: Table, dataset: DatasetInfo, what: str, on_wait: RetryWait | None
+    ) -> Table:
         wanted = dataset_schema(dataset.schema)
         if evolution_target(table.schema(), wanted, what=what) is None:
             return table
@@ -324,6 +337,7 @@ class IcebergTableFormat:
                 retry_on=is_conflict,
                 attempts=self.config.commit_retries,
                 backoff=self.config.commit_backoff,
+                on_wait=on_wait,
             )
         except IncompatibleSchemaError:
             raise
