@@ -58,7 +58,7 @@ from hypaware.iceberg.commit import (
     find_commit,
 )
 from hypaware.iceberg.datafiles import DataFileWriter, WrittenFile, read_partitions
-from hypaware.iceberg.fileio import StoreRoot, register_root, unregister_root
+from hypaware.iceberg.fileio import ObstoreFileIO, StoreRoot, register_root, unregister_root
 from hypaware.iceberg.scan import scan_table
 from hypaware.iceberg.schema import (
     IncompatibleSchemaError,
@@ -268,11 +268,12 @@ class IcebergTableFormat:
             # Nothing to write: the readable partitions are done (they were empty).
             return ExportResult(exported=read.ok, retry_partitions=read.failed)
 
+        files = self._files_for(table)
         written: list[WrittenFile] = []
         committing = False
         try:
-            written = self._files.write_files(table, dataset, read.data, target, digest, what)
-            data_files = [self._files.data_file(table, w, what) for w in written]
+            written = files.write_files(table, dataset, read.data, target, digest, what)
+            data_files = [files.data_file(table, w, what) for w in written]
             props = batch_summary(batch, digest, read, written, self.sink)
             committing = True
             outcome = retrying(
@@ -284,7 +285,7 @@ class IcebergTableFormat:
             )
         except BaseException as exc:
             if not committing or did_not_land(exc):
-                self._files.delete(written)
+                files.delete(written)
             elif written:
                 log.warning(
                     "%s: the commit of batch %s may or may not have landed (%s); its data files "
@@ -314,6 +315,13 @@ class IcebergTableFormat:
             bytes_written=sum(w.size for w in written),
             files_written=len(written),
         )
+
+    def _files_for(self, table: Table) -> DataFileWriter:
+        # A REST catalog that vends credentials with the table: data files use them too.
+        io = table.io
+        if isinstance(io, ObstoreFileIO) and io.root is not self._root:
+            return DataFileWriter(io.root, self._encoder, self.sink)
+        return self._files
 
     def _evolve(
         self, table: Table, dataset: DatasetInfo, what: str, on_wait: RetryWait | None
