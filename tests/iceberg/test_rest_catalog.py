@@ -14,10 +14,14 @@ from typing import Any
 
 import pytest
 
+from hypaware.core.config_loader import load_config
 from hypaware.core.types import ExportOptions
+from hypaware.export.driver import ExportDriver
+from hypaware.export.observer import CountingObserver
 from hypaware.iceberg.fileio import ObstoreFileIO
 from hypaware.testing.rest_catalog import RestCatalogServer
 
+from ..driver.helpers import make_cache
 from .helpers import DATASET, batch, build_sink, partition, rows_for, sink_config
 
 pytestmark = pytest.mark.iceberg
@@ -110,6 +114,25 @@ async def test_a_409_is_retried_and_the_wait_is_told(
     table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
     assert [s.summary["hypaware.batch-id"] for s in table.metadata.snapshots] == ["b-0", "b-1"]
     await sink.close()
+
+
+async def test_the_drivers_observer_hears_each_commit_retry_wait(
+    tmp_path: Path, rest: RestCatalogServer
+) -> None:
+    cache = make_cache(tmp_path / "cache", count=30)
+    config = load_config(rest_config(tmp_path, rest))
+    observer = CountingObserver()
+    driver = ExportDriver.from_config(config, cache=cache, observer=observer)
+    rest.fail_next_commits(6)  # five absorbed by pyiceberg, the sixth by hypaware's retry
+    try:
+        report = await driver.run_once(backfill=True)
+    finally:
+        await driver.close()
+    assert not report.sinks["archive"].errors
+    counters = observer.of("archive")
+    assert counters.rows == 30
+    assert counters.retry_waits == {"commit-conflict": 1}
+    assert 0.01 <= counters.retry_wait_seconds <= 0.015
 
 
 async def test_conflicts_past_the_retries_send_the_batch_back(
