@@ -119,7 +119,10 @@ def expand_for(
     *,
     keep: type,
 ) -> dict[str, Any]:
-    """The raw config `data` for the attrs class `cls`, expanded except in fields typed `keep`.
+    """The raw config `data` for the attrs class `cls`, expanded except where `keep` is held.
+
+    A field typed `keep`, optional `keep`, or a container of `keep` values
+    (``dict[str, Secret]``) is left as written.
 
     `keep` is `Secret` for the resolver: a secret's reference stays in it,
     to be read at build. Nested attrs classes are followed; keys `cls` does
@@ -129,8 +132,10 @@ def expand_for(
     out: dict[str, Any] = {}
     for key, value in data.items():
         where = _join(path, key)
-        kinds = _kinds(hints.get(key))
-        if keep in kinds and isinstance(value, str):
+        hint = hints.get(key)
+        kinds = _kinds(hint)
+        if _holds(hint, keep):
+            # A secret, or a container of them (headers: dict[str, Secret]): kept as written.
             out[key] = value
             continue
         nested = next((k for k in kinds if attrs.has(k)), None)
@@ -149,6 +154,14 @@ def _hints(cls: type) -> dict[str, Any]:
     except Exception:
         resolved = {}
     return {(a.alias or a.name): resolved.get(a.name, a.type) for a in attrs.fields(cls)}
+
+
+def _holds(hint: Any, keep: type) -> bool:
+    if hint is keep:
+        return True
+    if isinstance(hint, str):  # an annotation that could not be resolved: judge by name
+        return keep.__name__ in hint
+    return any(_holds(arg, keep) for arg in typing.get_args(hint))
 
 
 def _kinds(hint: Any) -> tuple[Any, ...]:

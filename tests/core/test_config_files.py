@@ -69,6 +69,26 @@ def test_the_resolver_expands_plugin_strings_and_keeps_secrets_as_references(
     assert s3.secret_access_key.reveal(env) == "s3cr3t"
 
 
+def test_a_container_of_secrets_keeps_its_references() -> None:
+    doc = {
+        "sinks": {
+            "hook": {
+                "plugin": "@hypaware/webhook",
+                "config": {
+                    "url": "https://hooks.example/${PATH_PART:-in}",
+                    "signing_secret": "${HOOK_KEY}",
+                    "headers": {"X-Tenant": "${TENANT}"},
+                },
+            }
+        }
+    }
+    (plan,) = resolve(doc, Registry.from_entry_points(), env={})
+    assert plan.plugin is not None
+    webhook = plan.plugin.config
+    assert webhook.url == "https://hooks.example/in"
+    assert webhook.headers == {"X-Tenant": Secret("${TENANT}")}
+
+
 def test_an_unset_variable_is_a_config_error_naming_the_key(tmp_path: Path) -> None:
     (tmp_path / "hypaware.toml").write_text(TOML_DOC)
     env = {"AWS_KEY_ID": "AKIA", "AWS_SECRET": "s3cr3t"}
