@@ -28,14 +28,14 @@ from pathlib import Path
 import attrs
 
 from hypaware.core.errors import StateError
-from hypaware.core.sqlite import immediate_transaction
+from hypaware.core.sqlite import Migration, immediate_transaction, migrate
 
-__all__ = ["INDEX_FILE", "KEEP_DAYS", "BatchIndex", "BatchRecord"]
+__all__ = ["INDEX_FILE", "KEEP_DAYS", "MIGRATIONS", "BatchIndex", "BatchRecord"]
 
 INDEX_FILE = "blob-batches.sqlite"
 KEEP_DAYS = 30
 
-_SCHEMA = """
+_FIRST_SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
     stem TEXT PRIMARY KEY, dataset TEXT NOT NULL, batch_id TEXT NOT NULL,
     open INTEGER NOT NULL, updated_at REAL NOT NULL);
@@ -44,6 +44,19 @@ CREATE TABLE IF NOT EXISTS batch_days (
 CREATE TABLE IF NOT EXISTS batch_partitions (
     stem TEXT NOT NULL, partition_id TEXT NOT NULL, PRIMARY KEY (stem, partition_id));
 """
+
+# The n-th entry brings an index to schema version n (PRAGMA user_version);
+# indexes of the first release have version 0. Append; never edit released steps.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("the tables of the first release", _FIRST_SCHEMA),
+    Migration(
+        # finished_holders looks batches up by partition id, which the primary
+        # key (stem first) cannot serve: without this it scans every row.
+        "an index of batch partitions by partition id",
+        "CREATE INDEX IF NOT EXISTS batch_partitions_by_partition"
+        " ON batch_partitions (partition_id, stem)",
+    ),
+)
 _LOOKUP_CHUNK = 500
 
 
@@ -77,15 +90,18 @@ class BatchIndex:
             self._db = sqlite3.connect(
                 where, timeout=busy_timeout, isolation_level=None, check_same_thread=False
             )
+        except (sqlite3.Error, OSError) as exc:
+            raise StateError(f"blob batch index {where}: cannot open: {exc}") from exc
+        try:
             if path is not None:
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")
-            with immediate_transaction(self._db):
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self._db.execute(statement)
-        except (sqlite3.Error, OSError) as exc:
-            raise StateError(f"blob batch index {where}: cannot open: {exc}") from exc
+            migrate(self._db, MIGRATIONS, what=f"blob batch index {where}")
+        except BaseException as exc:
+            self._db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StateError(f"blob batch index {where}: cannot open: {exc}") from exc
+            raise
 
     def __repr__(self) -> str:
         return f"BatchIndex({str(self.path) if self.path else ':memory:'!r})"

@@ -1,4 +1,4 @@
-"""Loading configuration: JSON (a file or a mapping) into `hypaware.core.config` classes.
+"""Loading configuration: a TOML or JSON file, or a mapping, into `hypaware.core.config` classes.
 
 The document::
 
@@ -10,7 +10,17 @@ The document::
        "forward": {"plugin": "@hypaware/central",
                    "config": {"endpoint": "https://hyp.example", "schedule": "*/5 * * * *"}}}}
 
-`load_config` checks the document's shape and each sink's generic settings
+The same document in TOML (``hypaware.toml``)::
+
+    state_dir = ".hypaware"
+    [sinks.archive]
+    writer = "@hypaware/format-iceberg"
+    destination = "@hypaware/s3"
+    config = { bucket = "${BUCKET}", schedule = "0 * * * *" }
+
+Strings may refer to environment variables (``${NAME}``,
+``${NAME:-default}``); see `hypaware.core.config_files` for where they are
+expanded. `load_config` checks the document's shape and each sink's generic settings
 (`schedule`, `datasets`, batch limits). Plugin-specific keys are checked by
 `hypaware.resolve`, which knows the plugins. Problems are collected, not
 raised one by one: a `ConfigError` lists every problem with its path.
@@ -35,11 +45,19 @@ from hypaware.core.config import (
     positive,
 )
 from hypaware.core.config_converter import join_path, json_type, make_converter, structure_config
+from hypaware.core.config_files import (
+    ConfigFormat,
+    config_format,
+    escape_document,
+    expand_document,
+    read_toml,
+    to_toml,
+)
 from hypaware.core.errors import ConfigError, Problem
 from hypaware.core.registry import did_you_mean
 from hypaware.core.schedule import check_schedule
 
-__all__ = ["dump_config", "load_config"]
+__all__ = ["dump_config", "dump_config_text", "load_config"]
 
 _SINK_KEYS = ("writer", "destination", "plugin", "encoder", "config")
 _TOP_KEYS = ("sinks", "cache", "state_dir")
@@ -98,21 +116,34 @@ def _read_json(path: Path) -> Any:
 
 
 def load_config(
-    source: str | os.PathLike[str] | Mapping[str, Any], *, base_dir: str | None = None
+    source: str | os.PathLike[str] | Mapping[str, Any],
+    *,
+    base_dir: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> HypawareConfig:
-    """Load and check a configuration from a JSON file path or a mapping.
+    """Load and check a configuration from a ``.toml`` / ``.json`` file path or a mapping.
 
-    Raises `ConfigError` listing every problem found. Plugin-specific keys
-    are checked later, by `hypaware.resolve`.
+    ``${NAME}`` references are read from `env` (default ``os.environ``).
+    Raises `ConfigError` listing every problem found, an unset variable
+    among them. Plugin-specific keys are checked (and expanded) later, by
+    `hypaware.resolve`.
     """
     if isinstance(source, Mapping):
         doc: Any = source
     else:
         path = Path(source)
-        doc = _read_json(path)
+        doc = read_toml(path) if config_format(path) == "toml" else _read_json(path)
         if base_dir is None:
             base_dir = str(path.resolve().parent)
-    return _structure_document(doc, base_dir)
+    problems: list[Problem] = []
+    doc = expand_document(doc, os.environ if env is None else env, problems)
+    try:
+        config = _structure_document(doc, base_dir)
+    except ConfigError as exc:
+        problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems)
+    return config
 
 
 def _structure_document(doc: Any, base_dir: str | None) -> HypawareConfig:
@@ -239,7 +270,12 @@ def _structure_sink(name: str, entry: Any, problems: list[Problem]) -> SinkSpec 
 
 
 def dump_config(config: HypawareConfig) -> dict[str, Any]:
-    """The JSON document for `config`; ``load_config(dump_config(c)) == c``."""
+    """The document for `config`; ``load_config(dump_config(c)) == c``.
+
+    Plugin config keys are written as they were (references kept); in the
+    other strings, already expanded, every ``$`` is doubled so it loads back
+    as itself.
+    """
     sinks: dict[str, Any] = {}
     for spec in config.sinks:
         entry: dict[str, Any] = {
@@ -253,8 +289,33 @@ def dump_config(config: HypawareConfig) -> dict[str, Any]:
             cfg[key] = list(value) if isinstance(value, tuple) else value
         entry["config"] = cfg
         sinks[spec.name] = entry
-    return {
+    doc = {
         "state_dir": config.state_dir,
         "cache": make_converter().unstructure(config.cache),
         "sinks": sinks,
     }
+    escaped: dict[str, Any] = escape_document(doc)
+    return escaped
+
+
+def dump_config_text(config: HypawareConfig, format: ConfigFormat = "toml") -> str:
+    """`config` as the text of a ``.toml`` or ``.json`` file that `load_config` reads back equal.
+
+    TOML leaves out null settings whose default is null; a null that is not
+    a default (``cache.retention_hours``, a plugin key) cannot be written in
+    TOML and raises `ConfigError` naming the key.
+    """
+    doc = dump_config(config)
+    if format == "json":
+        return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    _drop_null_defaults(doc["cache"], CacheConfig)
+    for entry in doc["sinks"].values():
+        _drop_null_defaults(entry["config"], _SinkSettings)
+    return to_toml(doc)
+
+
+def _drop_null_defaults(section: dict[str, Any], cls: type) -> None:
+    for field in attrs.fields(cls):
+        key = field.alias or field.name
+        if key in section and section[key] is None and field.default is None:
+            del section[key]

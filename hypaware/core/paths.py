@@ -16,6 +16,7 @@ readers (pyarrow, DuckDB, Spark) decode partition values.
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 from hypaware.core.errors import PathError
 
@@ -160,7 +161,9 @@ def encode_segment(name: str) -> str:
         raise PathError(
             f"name {name!r} cannot be a path segment: it is not valid Unicode", path=name
         ) from None
-    out = "".join(chr(b) if chr(b) in _SAFE else f"%{b:02X}" for b in raw)
+    # quote() always keeps RFC 3986's unreserved characters (our _SAFE set) and
+    # escapes every other UTF-8 byte in upper case; safe="" escapes "/" too.
+    out = quote(raw, safe="")
     if len(out) > MAX_SEGMENT_BYTES:
         raise PathError(
             f"name {name[:60]!r}... cannot be a path segment: encoded it is "

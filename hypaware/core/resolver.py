@@ -18,6 +18,7 @@ from hypaware.core.config import SINK_SETTING_KEYS, HypawareConfig, SinkSpec
 from hypaware.core.config_converter import structure_config
 from hypaware.core.config_loader import load_config
 from hypaware.core.errors import ConfigError, Problem
+from hypaware.core.interpolation import expand_for
 from hypaware.core.manifest import (
     ENCODER,
     QUERYABLE,
@@ -87,7 +88,10 @@ class SinkPlan:
 
 
 def resolve(
-    config: HypawareConfig | Mapping[str, Any], registry: Registry | None = None
+    config: HypawareConfig | Mapping[str, Any],
+    registry: Registry | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[SinkPlan, ...]:
     """Check every sink against the plugins in `registry` and return their plans.
 
@@ -96,16 +100,20 @@ def resolve(
     pure). Raises one `ConfigError` listing every problem: unknown plugins
     (with a did-you-mean), a writer whose requirements its destination does
     not provide, a table format with no acceptable encoder, unknown or
-    mistyped plugin config keys.
+    mistyped plugin config keys, and ``${NAME}`` references to variables that
+    `env` (default ``os.environ``) does not set. Plugin config strings are
+    expanded here, where their types are known; `Secret` fields keep the
+    reference, read at build.
     """
+    env = os.environ if env is None else env
     if not isinstance(config, HypawareConfig):
-        config = load_config(config)
+        config = load_config(config, env=env)
     if registry is None:
         registry = Registry.from_entry_points()
     problems: list[Problem] = []
     plans = []
     for spec in config.sinks:
-        plan = _resolve_sink(spec, registry, problems)
+        plan = _resolve_sink(spec, registry, problems, env)
         if plan is not None:
             plans.append(plan)
     if problems:
@@ -126,7 +134,9 @@ def _caps(manifest: PluginManifest) -> str:
     return ", ".join(sorted(manifest.provides)) or "nothing"
 
 
-def _resolve_sink(spec: SinkSpec, registry: Registry, problems: list[Problem]) -> SinkPlan | None:
+def _resolve_sink(
+    spec: SinkSpec, registry: Registry, problems: list[Problem], env: Mapping[str, str]
+) -> SinkPlan | None:
     path = f"sinks.{spec.name}"
     label = f"sink {spec.name!r}"
     before = len(problems)
@@ -146,7 +156,7 @@ def _resolve_sink(spec: SinkSpec, registry: Registry, problems: list[Problem]) -
                 )
             )
             return None
-        configs = _structure_components(spec, [plugin], path, problems)
+        configs = _structure_components(spec, [plugin], path, problems, env)
         if configs is None or len(problems) > before:
             return None
         return SinkPlan(
@@ -205,7 +215,7 @@ def _resolve_sink(spec: SinkSpec, registry: Registry, problems: list[Problem]) -
         return None
 
     parts = [writer, destination] + ([encoder] if encoder is not writer else [])
-    configs = _structure_components(spec, parts, path, problems)
+    configs = _structure_components(spec, parts, path, problems, env)
     if configs is None:
         return None
     writer_c = Component(writer, configs[0])
@@ -282,7 +292,11 @@ def _field_names(manifest: PluginManifest) -> list[str]:
 
 
 def _structure_components(
-    spec: SinkSpec, parts: Iterable[PluginManifest], path: str, problems: list[Problem]
+    spec: SinkSpec,
+    parts: Iterable[PluginManifest],
+    path: str,
+    problems: list[Problem],
+    env: Mapping[str, str],
 ) -> list[Any] | None:
     """Route each config key to every part that declares it, then structure each part."""
     parts = list(parts)
@@ -309,6 +323,7 @@ def _structure_components(
             continue
         names = set(_field_names(part))
         subset = {k: v for k, v in spec.config.items() if k in names}
+        subset = expand_for(part.config_class, subset, env, f"{path}.config", problems, keep=Secret)
         configs.append(structure_config(part.config_class, subset, f"{path}.config", problems))
     return None if len(problems) > before else configs
 

@@ -1,8 +1,11 @@
 """Secret configuration values.
 
-A config field typed `Secret` accepts a literal string or an environment
-reference ``"${NAME}"``. Neither is ever shown by `repr`, `str`, logs or
-errors; the plugin that needs the text calls `reveal()` when it is built.
+A config field typed `Secret` accepts a literal string or one with
+environment references (``"${NAME}"``, ``"${NAME:-default}"``, ``"Bearer
+${TOKEN}"``; ``$$`` is a literal ``$``, see `hypaware.core.interpolation`).
+Neither the text nor a variable's value is ever shown by `repr`, `str`, logs
+or errors; the reference is kept as written and read only when the plugin
+that needs the text calls `reveal()` at build.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from hypaware.core.errors import ConfigError
+from hypaware.core.interpolation import expand
 
 __all__ = ["Secret"]
 
@@ -38,20 +41,12 @@ class Secret:
         return match.group(1) if match else None
 
     def reveal(self, env: Mapping[str, str] | None = None, *, path: str = "") -> str:
-        """The secret's text, reading a reference from `env` (default: ``os.environ``).
+        """The secret's text, its references read from `env` (default: ``os.environ``).
 
-        Raises `ConfigError` naming `path` and the variable when it is unset.
+        Raises `ConfigError` naming `path` and the variable when one is unset
+        and has no default (the message never holds a value).
         """
-        var = self.env_var
-        if var is None:
-            return self._raw
-        source = os.environ if env is None else env
-        try:
-            return source[var]
-        except KeyError:
-            raise ConfigError.single(
-                path, f"environment variable {var} is not set (referenced as ${{{var}}})"
-            ) from None
+        return expand(self._raw, os.environ if env is None else env, path=path)
 
     def unwrap_raw(self) -> str:
         """The text as written in the config (a literal or a reference), for dumping configs."""

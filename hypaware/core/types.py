@@ -165,15 +165,20 @@ class ExportOptions:
 
     A sink tells the driver's observers what happens inside a call through
     the two callbacks, when they are set: `on_retry_wait(seconds, cause)`
-    before each backoff wait (`cause` a short label such as ``http 503`` or
-    ``timeout``, never free text), and `on_request(event)` after each
-    request it makes to a remote endpoint. Neither raises.
+    before each wait it takes to retry inline (`cause` a short stable label
+    such as ``"http 503"``, ``"timeout"`` or ``"commit-conflict"``, never free
+    text), and `on_request(event)` after each request it makes to a remote
+    endpoint. Neither raises; both may be called from any thread.
     """
 
     attempt: int = 1
     timeout: float | None = None
-    on_retry_wait: Callable[[float, str], None] | None = attrs.field(default=None, eq=False)
-    on_request: Callable[[RequestEvent], None] | None = attrs.field(default=None, eq=False)
+    on_retry_wait: Callable[[float, str], None] | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
+    on_request: Callable[[RequestEvent], None] | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
 
 
 @attrs.frozen

@@ -10,13 +10,12 @@ from typing import Literal
 
 import attrs
 
-from hypaware.core.config import positive
+from hypaware.core.config import FieldValueError, positive
 
 __all__ = ["JsonlConfig", "ParquetConfig"]
 
 MiB = 1024 * 1024
 
-ParquetEngine = Literal["pyarrow", "fastparquet"]
 ParquetCompression = Literal["zstd", "snappy", "gzip", "brotli", "lz4", "none"]
 
 
@@ -24,9 +23,9 @@ ParquetCompression = Literal["zstd", "snappy", "gzip", "brotli", "lz4", "none"]
 class ParquetConfig:
     """How Parquet files are written. Every key is optional.
 
-    - `engine` (``"pyarrow"`` | ``"fastparquet"``, default ``"pyarrow"``): the
-      library that writes. fastparquet needs ``pip install 'hypaware[fastparquet]'``
-      and writes flat columns only (no lists or structs).
+    - `engine` (``"pyarrow"``, the default and only choice): the library that
+      writes. The key stays so that configs naming it keep loading; a config
+      asking for ``"fastparquet"`` is refused with the reason.
     - `compression` (``"zstd"`` | ``"snappy"`` | ``"gzip"`` | ``"brotli"`` |
       ``"lz4"`` | ``"none"``, default ``"zstd"``).
     - `compression_level` (int, default None: the codec's own default).
@@ -47,7 +46,7 @@ class ParquetConfig:
       which readers use to skip row groups.
     """
 
-    engine: ParquetEngine = "pyarrow"
+    engine: str = attrs.field(default="pyarrow", validator=lambda _i, _a, v: _check_engine(v))
     compression: ParquetCompression = "zstd"
     compression_level: int | None = None
     row_group_size: int = attrs.field(default=128 * 1024, validator=positive)
@@ -56,6 +55,18 @@ class ParquetConfig:
     dictionary: bool = True
     dictionary_page_size: int = attrs.field(default=512 * 1024, validator=positive)
     statistics: bool = True
+
+
+def _check_engine(value: str) -> None:
+    if value == "fastparquet":
+        raise FieldValueError(
+            "engine",
+            'engine "fastparquet" is no longer offered: pyarrow writes every file '
+            "fastparquet reads (fastparquet's public writer needs a whole data frame "
+            'per file, which cannot stream); remove the key or set it to "pyarrow"',
+        )
+    if value != "pyarrow":
+        raise FieldValueError("engine", f'must be "pyarrow", got {value!r}')
 
 
 JsonlCompression = Literal["none", "gzip", "zstd"]

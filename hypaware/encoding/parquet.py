@@ -39,20 +39,11 @@ class ParquetEncoder:
 
     def __init__(self, config: ParquetConfig | None = None) -> None:
         self.config = config or ParquetConfig()
-        if self.config.engine == "fastparquet":
-            from hypaware.encoding.fastparquet_engine import check_available
-
-            check_available()
 
     def encode(
         self, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
     ) -> Iterator[Iterator[bytes]]:
         source = BatchSource(schema, batches)
-        if self.config.engine == "fastparquet":
-            from hypaware.encoding.fastparquet_engine import FastparquetFile
-
-            fp = FastparquetFile(schema, self.config)
-            return files(source, fp.write)
         return files(source, self._write_file)
 
     def _open_writer(self, sink: ChunkSink, schema: pa.Schema) -> pq.ParquetWriter:

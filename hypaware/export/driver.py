@@ -127,7 +127,9 @@ class ExportDriver:
         from hypaware.core.resolver import resolve
         from hypaware.export.build import build
 
-        plans = resolve(config, registry if registry is not None else Registry.from_entry_points())
+        plans = resolve(
+            config, registry if registry is not None else Registry.from_entry_points(), env=env
+        )
         if cache is None:
             from hypaware.cache.local import LocalCache
 

@@ -46,7 +46,11 @@ class ExportObserver(Protocol):
     def retry_wait(
         self, sink: str, dataset: str, *, batch_id: str, seconds: float, cause: str
     ) -> None:
-        """The sink waits `seconds` before trying again (backpressure, a conflict), and why."""
+        """The sink waits `seconds` before trying again inside a batch, and why.
+
+        `cause` is a short stable label (``"http 503"``, ``"timeout"``,
+        ``"commit-conflict"``, ``"catalog-locked"``, ...), fit for a metric label.
+        """
 
     def request_finished(
         self, sink: str, dataset: str, *, batch_id: str, event: RequestEvent
@@ -178,9 +182,10 @@ class SinkCounters:
     lag_rows: int = 0
     parked: int = 0
     passes: int = 0
-    retry_waits: int = 0
-    retry_wait_seconds: float = 0.0
     last_error: str | None = None
+    #: Waits taken inside batches, by cause.
+    retry_waits: dict[str, int] = attrs.field(factory=dict)
+    retry_wait_seconds: float = 0.0
 
 
 class CountingObserver(NullObserver):
@@ -233,7 +238,7 @@ class CountingObserver(NullObserver):
         self, sink: str, dataset: str, *, batch_id: str, seconds: float, cause: str
     ) -> None:
         c = self.of(sink)
-        c.retry_waits += 1
+        c.retry_waits[cause] = c.retry_waits.get(cause, 0) + 1
         c.retry_wait_seconds += seconds
 
     def lag(self, sink: str, dataset: str, *, partitions: int, rows: int) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import time
@@ -356,14 +357,25 @@ class Exporter:
         attempt = self.state.attempt(flight.batch_id)
         timeout = runner.spec.export_timeout
         batch_id = flight.batch_id
+        loop = asyncio.get_running_loop()
 
         def on_retry_wait(seconds: float, cause: str) -> None:
-            self._notify(
-                "retry_wait", name, info.name, batch_id=batch_id, seconds=seconds, cause=cause
+            notify = functools.partial(
+                self._notify,
+                "retry_wait",
+                name,
+                info.name,
+                batch_id=batch_id,
+                seconds=seconds,
+                cause=cause,
             )
+            _on_loop(loop, notify)
 
         def on_request(event: RequestEvent) -> None:
-            self._notify("request_finished", name, info.name, batch_id=batch_id, event=event)
+            notify = functools.partial(
+                self._notify, "request_finished", name, info.name, batch_id=batch_id, event=event
+            )
+            _on_loop(loop, notify)
 
         opts = ExportOptions(
             attempt=attempt, timeout=timeout, on_retry_wait=on_retry_wait, on_request=on_request
@@ -514,3 +526,17 @@ class Exporter:
 def _describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop, call: Callable[[], None]) -> None:
+    """Run `call` on `loop`: now when already there, else handed over (sinks retry in
+    worker threads too, and observers are promised the driver's loop)."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        call()
+        return
+    with contextlib.suppress(RuntimeError):  # the loop is gone: nobody to tell
+        loop.call_soon_threadsafe(call)

@@ -22,16 +22,22 @@ import attrs
 
 from hypaware.cache.protocol import ExportFloor
 from hypaware.core.errors import StateError
-from hypaware.core.sqlite import immediate_transaction
+from hypaware.core.sqlite import Migration, immediate_transaction, migrate
 from hypaware.core.types import RetryPartition
 from hypaware.export.ledger import LEDGER_SCHEMA, LedgerMixin
 
-__all__ = ["STATE_FILE", "InFlightBatch", "ProgressStore", "RespoolEntry", "SinkState"]
+__all__ = [
+    "MIGRATIONS",
+    "STATE_FILE",
+    "InFlightBatch",
+    "ProgressStore",
+    "RespoolEntry",
+    "SinkState",
+]
 
 STATE_FILE = "progress.sqlite"
-_SCHEMA_VERSION = "1"
 
-_SCHEMA = """
+_FIRST_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS progress (
     sink TEXT NOT NULL, dataset TEXT NOT NULL, high_water INTEGER NOT NULL,
@@ -53,6 +59,37 @@ CREATE TABLE IF NOT EXISTS sinks (
     last_error TEXT, last_error_at TEXT,
     rows_exported INTEGER NOT NULL DEFAULT 0, partitions_exported INTEGER NOT NULL DEFAULT 0);
 """
+
+
+def _first_schema(db: sqlite3.Connection) -> None:
+    # Stores of the first release kept their version in meta ('1'), not in user_version.
+    for statement in _FIRST_SCHEMA.split(";"):
+        if statement.strip():
+            db.execute(statement)
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+    if row is not None and row[0] != "1":
+        raise StateError(
+            f"the state database has schema {row[0]!r} in its meta table and no "
+            "user_version; it was not written by hypaware"
+        )
+
+
+# The n-th entry brings a store to schema version n (PRAGMA user_version).
+# Append new steps; never edit or reorder released ones.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("the tables of the first release", _first_schema),
+    Migration(
+        # Releases that read only the meta row refuse a store marked "2"
+        # ("has schema version 2") instead of writing to a schema they do not know.
+        "the schema version moves to PRAGMA user_version",
+        "INSERT INTO meta (key, value) VALUES ('schema', '2')"
+        " ON CONFLICT (key) DO UPDATE SET value = '2'",
+    ),
+    Migration(
+        "parked partitions, each sink's destination fingerprint and current failure",
+        LEDGER_SCHEMA,
+    ),
+)
 
 
 @attrs.frozen
@@ -162,22 +199,9 @@ class ProgressStore(LedgerMixin):
                     raise sqlite3.DatabaseError(f"integrity check failed: {check}")
                 self._db.execute("PRAGMA journal_mode = WAL")
                 self._db.execute("PRAGMA synchronous = FULL")
-                with immediate_transaction(self._db):
-                    for statement in (_SCHEMA + LEDGER_SCHEMA).split(";"):
-                        if statement.strip():
-                            self._db.execute(statement)
-                    self._db.execute(
-                        "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
-                        (_SCHEMA_VERSION,),
-                    )
+                migrate(self._db, MIGRATIONS, what=f"state database {self.path}")
                 if self.fresh:
                     self.note_prior_state(self.state_dir)
-                version = self._db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-                if version is None or version[0] != _SCHEMA_VERSION:
-                    raise StateError(
-                        f"state database {self.path} has schema version {version and version[0]}, "
-                        f"this hypaware reads version {_SCHEMA_VERSION}"
-                    )
         except BaseException:
             self._db.close()
             raise

@@ -24,6 +24,7 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.io import PY_IO_IMPL
 from pyiceberg.table import Table
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from hypaware.core.errors import ConfigError, SinkError
 from hypaware.iceberg.fileio import IO_IMPL, TOKEN_PROPERTY
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IcebergError",
     "open_catalog",
+    "retry_cause",
     "retrying",
     "table_identifier",
 ]
@@ -171,6 +173,21 @@ def is_conflict(exc: BaseException) -> bool:
     return isinstance(exc, CommitFailedException) or _is_lock_error(exc)
 
 
+RetryWait = Callable[[str, float], None]
+"""Told before each wait: the cause (`retry_cause`) and the seconds about to be waited."""
+
+
+def retry_cause(exc: BaseException) -> str:
+    """A short, stable name for why an attempt is retried (a metric label, not a message)."""
+    if isinstance(exc, CommitFailedException):
+        return "commit-conflict"
+    if _is_lock_error(exc):
+        return "catalog-locked"
+    if "already exists" in str(exc).lower():
+        return "setup-race"
+    return type(exc).__name__
+
+
 def retrying(
     fn: Callable[[], T],
     *,
@@ -178,23 +195,40 @@ def retrying(
     attempts: int,
     backoff: float,
     sleep: Callable[[float], None] = time.sleep,
+    on_wait: RetryWait | None = None,
 ) -> T:
     """`fn()`, tried up to `attempts` more times while it fails with an error `retry_on` accepts.
 
     Waits `backoff` seconds, doubling up to 5 s, each with up to 50% jitter so
-    that writers that collided do not collide again in step.
+    that writers that collided do not collide again in step. `on_wait` hears
+    of every wait before it is taken; the last error is raised as it came.
     """
-    wait = backoff
-    for attempt in range(attempts + 1):
-        try:
-            return fn()
-        except Exception as exc:
-            if attempt == attempts or not retry_on(exc):
-                raise
-            log.debug("retrying after %s (attempt %d of %d)", exc, attempt + 1, attempts)
-            sleep(wait * (1 + random.random() / 2))
-            wait = min(wait * 2, 5.0)
-    raise AssertionError("unreachable")
+
+    def wait(state: RetryCallState) -> float:
+        base: float = min(backoff * 2.0 ** (state.attempt_number - 1), 5.0)
+        return base * (1 + random.random() / 2)
+
+    def before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        seconds = float(state.next_action.sleep) if state.next_action is not None else 0.0
+        log.debug(
+            "retrying after %s (attempt %d of %d, waiting %.3fs)",
+            exc,
+            state.attempt_number,
+            attempts,
+            seconds,
+        )
+        if on_wait is not None and exc is not None:
+            on_wait(retry_cause(exc), seconds)
+
+    return Retrying(
+        retry=retry_if_exception(retry_on),
+        stop=stop_after_attempt(attempts + 1),
+        wait=wait,
+        sleep=sleep,
+        before_sleep=before_sleep,
+        reraise=True,
+    )(fn)
 
 
 def ensure_namespace(catalog: Catalog, namespace: tuple[str, ...]) -> None:

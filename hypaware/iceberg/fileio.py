@@ -36,6 +36,7 @@ __all__ = [
     "StoreRoot",
     "register_root",
     "unregister_root",
+    "with_vended_credentials",
 ]
 
 IO_IMPL = "hypaware.iceberg.fileio.ObstoreFileIO"
@@ -239,8 +240,47 @@ class ObstoreOutputFile(OutputFile):
         return _Writer(self._root, self.location, self._key, overwrite)
 
 
+# Credentials a REST catalog vends with a table (Iceberg's FileIO property names)
+# and the obstore S3 config keys they become.
+_VENDED_S3 = {
+    "s3.access-key-id": "access_key_id",
+    "s3.secret-access-key": "secret_access_key",
+    "s3.session-token": "token",
+    "s3.region": "region",
+    "s3.endpoint": "endpoint",
+}
+
+
+def with_vended_credentials(root: StoreRoot, properties: Properties) -> StoreRoot:
+    """`root` reaching its store with the credentials a catalog vended, if it vended any.
+
+    Only S3 credentials are taken (``s3.access-key-id`` and friends); the
+    bucket and prefix stay the destination's, so files still cannot leave it.
+    """
+    vended = {ours: str(properties[key]) for key, ours in _VENDED_S3.items() if key in properties}
+    if "access_key_id" not in vended or type(root.store).__name__ != "S3Store":
+        return root
+    from obstore.store import S3Store
+
+    store = root.store
+    config: Any = {**store.config, **vended}
+    if "token" not in vended:
+        config.pop("token", None)  # a session token belongs to the keys it came with
+    fresh = S3Store(
+        config=config,
+        prefix=store.prefix,
+        client_options=store.client_options,
+        retry_config=store.retry_config,
+    )
+    return attrs.evolve(root, store=fresh, label=f"{root.label} (catalog-vended credentials)")
+
+
 class ObstoreFileIO(FileIO):
-    """pyiceberg's FileIO over a registered `StoreRoot` (see `register_root`)."""
+    """pyiceberg's FileIO over a registered `StoreRoot` (see `register_root`).
+
+    When the catalog vends S3 credentials with a table (a REST catalog's
+    ``config``), they replace the destination's own for that table's files.
+    """
 
     def __init__(self, properties: Properties = EMPTY_DICT) -> None:
         super().__init__(properties)
@@ -252,7 +292,7 @@ class ObstoreFileIO(FileIO):
                 f"ObstoreFileIO needs the {TOKEN_PROPERTY!r} property naming a registered "
                 "store root; it is created by @hypaware/format-iceberg"
             )
-        self.root = root
+        self.root = with_vended_credentials(root, properties)
 
     def new_input(self, location: str) -> InputFile:
         return ObstoreInputFile(self.root, location)

@@ -44,6 +44,7 @@ from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportR
 from hypaware.iceberg import layout
 from hypaware.iceberg.catalog import (
     IcebergError,
+    RetryWait,
     _brief,
     catalog_properties,
     is_conflict,
@@ -62,7 +63,7 @@ from hypaware.iceberg.commit import (
     find_commit,
 )
 from hypaware.iceberg.datafiles import DataFileWriter, WrittenFile, read_partitions
-from hypaware.iceberg.fileio import StoreRoot, register_root, unregister_root
+from hypaware.iceberg.fileio import ObstoreFileIO, StoreRoot, register_root, unregister_root
 from hypaware.iceberg.scan import scan_table
 from hypaware.iceberg.schema import (
     IncompatibleSchemaError,
@@ -179,7 +180,9 @@ class IcebergTableFormat:
     def _table_location(self, dataset: str) -> str:
         return f"{self._root.url}/{'/'.join(self.identifier(dataset))}"
 
-    def load_table(self, dataset: DatasetInfo, *, create: bool = True) -> Table | None:
+    def load_table(
+        self, dataset: DatasetInfo, *, create: bool = True, on_wait: RetryWait | None = None
+    ) -> Table | None:
         """The dataset's table, registering it if `create` (else None when missing)."""
         ident = self.identifier(dataset.name)
         catalog = self.catalog
@@ -206,6 +209,7 @@ class IcebergTableFormat:
             retry_on=is_conflict,
             attempts=self.config.commit_retries,
             backoff=self.config.commit_backoff,
+            on_wait=on_wait,
         )
         if created:
             log.info("%s: registered table at %s", self._what(dataset.name), table.location())
@@ -217,13 +221,21 @@ class IcebergTableFormat:
         """Write and commit `batch` (see `hypaware.core.contracts.TableFormat.write_batch`)."""
         if self._closed:
             raise SinkClosedError(f"sink {self.sink!r} is closed")
-        return await asyncio.to_thread(self.write_batch_sync, batch)
+        tell = opts.on_retry_wait
+        on_wait = None if tell is None else (lambda cause, seconds: tell(seconds, cause))
+        return await asyncio.to_thread(self.write_batch_sync, batch, on_wait=on_wait)
 
-    def write_batch_sync(self, batch: ExportBatch) -> ExportResult:
-        """The blocking body of `write_batch`, for callers already off the event loop."""
+    def write_batch_sync(
+        self, batch: ExportBatch, *, on_wait: RetryWait | None = None
+    ) -> ExportResult:
+        """The blocking body of `write_batch`, for callers already off the event loop.
+
+        `on_wait(cause, seconds)` is told of each wait before a retry on a
+        commit conflict or a locked catalog (from this thread).
+        """
         what = self._what(batch.dataset.name)
         try:
-            return self._write(batch, what)
+            return self._write(batch, what, on_wait)
         except IcebergError as exc:
             return ExportResult.failed(batch, str(exc), retryable=exc.retryable)
         except IncompatibleSchemaError as exc:
@@ -235,12 +247,12 @@ class IcebergTableFormat:
                 raise
             return ExportResult.failed(batch, f"{what}: {_brief(exc)}")
 
-    def _write(self, batch: ExportBatch, what: str) -> ExportResult:
+    def _write(self, batch: ExportBatch, what: str, on_wait: RetryWait | None) -> ExportResult:
         dataset = batch.dataset
         ids = [p.id for p in batch.partitions]
         digest = layout.batch_digest(batch.batch_id, ids)
         try:
-            table = self.load_table(dataset)
+            table = self.load_table(dataset, on_wait=on_wait)
         except IncompatibleSchemaError as exc:
             raise IcebergError(
                 f"{what}: cannot register the table: {exc}", retryable=False
@@ -266,10 +278,10 @@ class IcebergTableFormat:
             rest = tuple(p for p in batch.partitions if p.id not in held)
             if not rest:
                 return ExportResult(exported=ids)
-            result = self._write(attrs.evolve(batch, partitions=rest), what)
+            result = self._write(attrs.evolve(batch, partitions=rest), what, on_wait)
             return attrs.evolve(result, exported=[*sorted(held), *result.exported])
 
-        table = self._evolve(table, dataset, what)
+        table = self._evolve(table, dataset, what, on_wait)
         check_layout(table, dataset, what)
         target = write_schema(table.schema(), dataset.schema.names)
         read = read_partitions(batch, target, what)
@@ -277,11 +289,12 @@ class IcebergTableFormat:
             # Nothing to write: the readable partitions are done (they were empty).
             return ExportResult(exported=read.ok, retry_partitions=read.failed)
 
+        files = self._files_for(table)
         written: list[WrittenFile] = []
         committing = False
         try:
-            written = self._files.write_files(table, dataset, read.data, target, digest, what)
-            data_files = [self._files.data_file(table, w, what) for w in written]
+            written = files.write_files(table, dataset, read.data, target, digest, what)
+            data_files = [files.data_file(table, w, what) for w in written]
             props = batch_summary(batch, digest, read, written, self.sink)
             committing = True
             outcome = retrying(
@@ -289,10 +302,11 @@ class IcebergTableFormat:
                 retry_on=is_conflict,
                 attempts=self.config.commit_retries,
                 backoff=self.config.commit_backoff,
+                on_wait=on_wait,
             )
         except BaseException as exc:
             if not committing or did_not_land(exc):
-                self._files.delete(written)
+                files.delete(written)
             elif written:
                 log.warning(
                     "%s: the commit of batch %s may or may not have landed (%s); its data files "
@@ -323,7 +337,16 @@ class IcebergTableFormat:
             files_written=len(written),
         )
 
-    def _evolve(self, table: Table, dataset: DatasetInfo, what: str) -> Table:
+    def _files_for(self, table: Table) -> DataFileWriter:
+        # A REST catalog that vends credentials with the table: data files use them too.
+        io = table.io
+        if isinstance(io, ObstoreFileIO) and io.root is not self._root:
+            return DataFileWriter(io.root, self._encoder, self.sink)
+        return self._files
+
+    def _evolve(
+        self, table: Table, dataset: DatasetInfo, what: str, on_wait: RetryWait | None
+    ) -> Table:
         wanted = dataset_schema(dataset.schema)
         if evolution_target(table.schema(), wanted, what=what) is None:
             return table
@@ -343,6 +366,7 @@ class IcebergTableFormat:
                 retry_on=is_conflict,
                 attempts=self.config.commit_retries,
                 backoff=self.config.commit_backoff,
+                on_wait=on_wait,
             )
         except IncompatibleSchemaError:
             raise

@@ -1,4 +1,4 @@
-"""``@hypaware/format-parquet``: Parquet files, written with pyarrow (default) or fastparquet.
+"""``@hypaware/format-parquet``: Parquet files, written with pyarrow.
 
 This module is light (no pyarrow at import); the encoder lives in
 `hypaware.encoding.parquet`.
@@ -32,5 +32,5 @@ MANIFEST = PluginManifest(
     requires={BLOB_STORE},
     supports={QUERYABLE},
     config_class=ParquetConfig,
-    description="Parquet files (pyarrow or fastparquet), queryable in place",
+    description="Parquet files (pyarrow), queryable in place",
 )

@@ -144,16 +144,19 @@ def run_moto(bucket: str = "hypaware-test") -> Iterator[S3Peer]:
 
 
 @contextmanager
-def run_moto_with_auth(bucket: str = "hypaware-auth") -> Iterator[S3Peer]:
+def run_moto_with_auth(
+    bucket: str = "hypaware-auth", *, unauthenticated: int = 1
+) -> Iterator[S3Peer]:
     """moto's S3 server in a child process that checks access keys.
 
-    Only the bucket creation runs unauthenticated; every later request must
+    Only the bucket creation runs unauthenticated (and `unauthenticated` - 1
+    more requests, e.g. to make an IAM user and its key); every later request must
     carry a key moto's IAM knows, so any key a test makes up is refused with
     403 (InvalidAccessKeyId). Runs in its own process because moto's auth
     switch is process-wide.
     """
     port = free_port()
-    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="1")
+    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT=str(unauthenticated))
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         env=env,

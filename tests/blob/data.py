@@ -40,7 +40,7 @@ RICH_SCHEMA = pa.schema(
     ]
 )
 
-# Columns fastparquet (the reader) and the fastparquet engine handle.
+# Columns fastparquet (the reader) handles.
 FLAT_COLUMNS = ["row_id", TIME, "naive_ts", "name", "count", "small", "score", "ratio", "ok"]
 
 BASE = datetime(2026, 3, 1, 20, 0, tzinfo=UTC)

@@ -177,55 +177,32 @@ def test_row_group_bytes_bound_a_row_group_of_wide_rows() -> None:
     assert read(files).equals(pa.Table.from_batches(batches))
 
 
-# ------------------------------------------------------------------ fastparquet
+# ------------------------------------------------------------------ engine
 
 
-def flat_schema() -> pa.Schema:
-    return pa.schema(
-        [RICH_SCHEMA.field(c) for c in FLAT_COLUMNS]
-        + [RICH_SCHEMA.field("big"), RICH_SCHEMA.field("blob")]
-    )
-
-
-def test_fastparquet_engine_writes_flat_columns_readable_by_pyarrow_and_fastparquet() -> None:
+def test_pyarrow_files_read_back_with_fastparquet() -> None:
     import fastparquet
 
-    schema = flat_schema()
+    schema = pa.schema([RICH_SCHEMA.field(c) for c in FLAT_COLUMNS])
     batches = [rich_rows(i, 40).select(schema.names) for i in range(0, 200, 40)]
-    config = ParquetConfig(engine="fastparquet", row_group_size=64, target_file_size=6_000)
+    config = ParquetConfig(row_group_size=64, target_file_size=6_000)
     files = encode_all(ParquetEncoder(config), schema, batches)
     assert len(files) > 1
-    expected = pa.Table.from_batches(batches)
-    back = read(files)
-    # fastparquet goes through pandas: timestamps come back in nanoseconds.
-    assert back.cast(schema).equals(expected)
-    assert pa.types.is_integer(back.schema.field("count").type)
-    assert back.schema.field(RICH_SCHEMA.field("ts").name).type.tz == "UTC"
     frames = [fastparquet.ParquetFile(io.BytesIO(f)).to_pandas() for f in files]
-    assert sum(len(f) for f in frames) == expected.num_rows
+    assert sum(len(f) for f in frames) == 200
+    assert [int(v) for f in frames for v in f["row_id"]] == list(range(200))
 
 
-def test_fastparquet_engine_honours_compression_and_level() -> None:
-    schema = flat_schema()
-    config = ParquetConfig(engine="fastparquet", compression="gzip", compression_level=9)
-    files = encode_all(ParquetEncoder(config), schema, [rich_rows(0, 30).select(schema.names)])
-    assert (
-        pq.ParquetFile(io.BytesIO(files[0])).metadata.row_group(0).column(0).compression == "GZIP"
-    )
-
-
-def test_fastparquet_engine_refuses_nested_columns_by_name() -> None:
-    config = ParquetConfig(engine="fastparquet")
-    for column in ("tags", "meta", "day", "price"):
-        schema = pa.schema([RICH_SCHEMA.field("row_id"), RICH_SCHEMA.field(column)])
-        with pytest.raises(EncodeError, match=f"'{column}'.*engine \"pyarrow\""):
-            encode_all(ParquetEncoder(config), schema, [rich_rows(0, 3).select(schema.names)])
-
-
-def test_fastparquet_missing_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "fastparquet", None)
-    with pytest.raises(ConfigError, match=r"pip install 'hypaware\[fastparquet\]'"):
-        ParquetEncoder(ParquetConfig(engine="fastparquet"))
+def test_the_dropped_fastparquet_engine_is_refused_with_the_reason() -> None:
+    base = {"writer": "@hypaware/format-parquet", "destination": "@hypaware/memory"}
+    for value, reason in (("fastparquet", "no longer offered"), ("arrow", 'must be "pyarrow"')):
+        config = {"sinks": {"a": {**base, "config": {"engine": value}}}}
+        with pytest.raises(ConfigError) as info:
+            resolve(config, registry())
+        assert "sinks.a.config.engine" in str(info.value)
+        assert reason in str(info.value)
+    with pytest.raises(ValueError, match="no longer offered"):
+        ParquetConfig(engine="fastparquet")
 
 
 # ------------------------------------------------------------------ plugin and config
@@ -247,7 +224,7 @@ def test_config_keys_are_checked_by_the_resolver() -> None:
     config = {
         "sinks": {
             "a": {**base, "config": {"compression": "zip", "row_group_size": 0, "engin": "x"}},
-            "b": {**base, "config": {"engine": "fastparquet", "compression_level": 3}},
+            "b": {**base, "config": {"engine": "pyarrow", "compression_level": 3}},
         }
     }
     with pytest.raises(ConfigError) as info:
@@ -258,7 +235,7 @@ def test_config_keys_are_checked_by_the_resolver() -> None:
     (plan,) = resolve(config, registry())
     assert plan.queryable
     assert plan.encoder is not None
-    assert plan.encoder.config == ParquetConfig(engine="fastparquet", compression_level=3)
+    assert plan.encoder.config == ParquetConfig(engine="pyarrow", compression_level=3)
     for key, value in (("compression", "zip"), ("row_group_size", 0), ("dictionary", "yes")):
         bad = {"sinks": {"a": {**base, "config": {key: value}}}}
         with pytest.raises(ConfigError) as info:

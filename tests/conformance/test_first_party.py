@@ -17,6 +17,7 @@ from hypaware.core.types import DatasetInfo
 from hypaware.testing.central import CentralServer, Reply
 from hypaware.testing.conformance import BlobStoreContract, QueryableSinkContract, SinkContract
 from hypaware.testing.peers import AZURITE_KEY, AzuritePeer, GCSServer, S3Peer
+from hypaware.testing.rest_catalog import RestCatalogServer
 from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
 
 from .first_party import blob_store_of, build_sink, rows_in_store
@@ -24,6 +25,7 @@ from .first_party import blob_store_of, build_sink, rows_in_store
 S3_SECRET = "s3-conformance-secret-7d1c9b"
 CENTRAL_TOKEN = "central-conformance-token-4e2a"
 WEBHOOK_KEY = "webhook-conformance-key-93b1"
+REST_TOKEN = "rest-catalog-conformance-token-5c8e"
 FAST_REMOTE = {"max_retries": 1, "retry_timeout": 5.0}
 
 
@@ -142,6 +144,48 @@ class TestIcebergOnLocalFs(QueryableSinkContract):
 
     async def read_rows(self, target: Path, dataset: DatasetInfo) -> list[dict[str, Any]]:
         sink = build_sink(target, self._entry())
+        assert isinstance(sink, TableSink)
+        try:
+            scan = getattr(sink.table, "scan")  # noqa: B009 - not on the TableFormat protocol
+            rows: list[dict[str, Any]] = scan(dataset).read_all().to_pylist()
+            return rows
+        finally:
+            await sink.close()
+
+
+@attrs.frozen
+class RestTarget:
+    base: Path
+    server: RestCatalogServer
+
+
+@pytest.mark.iceberg
+class TestIcebergOnRestCatalog(SinkContract):
+    """``@hypaware/format-iceberg`` with its tables in a REST catalog (loopback server)."""
+
+    secrets = (REST_TOKEN,)
+
+    @pytest.fixture
+    def target(self, tmp_path: Path) -> Iterator[RestTarget]:
+        with RestCatalogServer(tmp_path / "rest", token=REST_TOKEN) as server:
+            yield RestTarget(tmp_path, server)
+
+    def _entry(self, target: RestTarget) -> dict[str, Any]:
+        return {
+            "writer": "@hypaware/format-iceberg",
+            "destination": "@hypaware/local-fs",
+            "config": {
+                "root": "warehouse",
+                "namespace": "conformance",
+                "catalog": {"type": "rest", "uri": target.server.uri, "token": REST_TOKEN},
+            },
+        }
+
+    def make_sink(self, target: RestTarget) -> Sink:
+        return build_sink(target.base, self._entry(target))
+
+    async def read_rows(self, target: RestTarget, dataset: DatasetInfo) -> list[dict[str, Any]]:
+        sink = build_sink(target.base, self._entry(target))
         assert isinstance(sink, TableSink)
         try:
             scan = getattr(sink.table, "scan")  # noqa: B009 - not on the TableFormat protocol

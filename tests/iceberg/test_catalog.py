@@ -60,6 +60,34 @@ def test_retrying_returns_once_it_works_and_passes_other_errors_through() -> Non
     assert len(waits) == 2
 
 
+def test_every_wait_is_told_before_it_is_taken_with_its_cause() -> None:
+    events: list[tuple[str, Any]] = []
+    outcomes: list[Any] = [
+        CommitFailedException("x"),
+        Exception("(sqlite3.OperationalError) database is locked"),
+        "done",
+    ]
+
+    def step() -> str:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return str(outcome)
+
+    result = retrying(
+        step,
+        retry_on=is_conflict,
+        attempts=5,
+        backoff=0.1,
+        sleep=lambda s: events.append(("slept", s)),
+        on_wait=lambda cause, s: events.append((cause, s)),
+    )
+    assert result == "done"
+    assert [e[0] for e in events] == ["commit-conflict", "slept", "catalog-locked", "slept"]
+    assert events[0][1] == events[1][1] and events[2][1] == events[3][1]
+    assert 0.1 <= events[0][1] <= 0.15 and 0.2 <= events[2][1] <= 0.3
+
+
 class _RacingCatalog:
     """Loses the race to create every namespace level: another writer made it first."""
 

@@ -158,3 +158,19 @@ def test_distinct_names_get_distinct_segments(a: str, b: str) -> None:
 def test_a_path_of_encoded_segments_is_always_accepted(parts: list[str]) -> None:
     path = "/".join(encode_segment(p) for p in parts)
     assert check_path(path) == path
+
+
+def _byte_by_byte_encoding(name: str) -> str:
+    # The encoding as it was written out before the standard library took over.
+    keep = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~")
+    return "".join(chr(b) if chr(b) in keep else f"%{b:02X}" for b in name.encode("utf-8"))
+
+
+@given(st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=80))
+def test_encoding_is_unchanged_by_the_standard_library(name: str) -> None:
+    expected = "%2E" * len(name) if name in (".", "..") else _byte_by_byte_encoding(name)
+    if len(expected) > MAX_SEGMENT_BYTES:
+        with pytest.raises(PathError, match="255"):
+            encode_segment(name)
+    else:
+        assert encode_segment(name) == expected
