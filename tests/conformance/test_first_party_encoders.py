@@ -10,7 +10,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from hypaware.encoding.config import JsonlConfig, ParquetConfig
 from hypaware.encoding.jsonl import JsonlEncoder
@@ -35,14 +34,6 @@ class TestParquetEncoder(EncoderContract):
 
     def unrepresentable(self) -> tuple[pa.Schema, list[pa.RecordBatch]]:
         return null_in_required_field()
-
-
-class TestFastparquetEncoder(TestParquetEncoder):
-    def make_encoder(self, target_size: int) -> ParquetEncoder:
-        pytest.importorskip("fastparquet")
-        return ParquetEncoder(
-            ParquetConfig(engine="fastparquet", target_file_size=target_size, row_group_size=1000)
-        )
 
 
 class TestJsonlEncoder(EncoderContract):
