@@ -7,6 +7,7 @@ plugin's heavy dependencies.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import re
 from collections.abc import Callable, Iterable
@@ -27,6 +28,7 @@ __all__ = [
     "PluginKind",
     "PluginManifest",
     "load_object",
+    "tag_problems",
 ]
 
 BLOB_STORE = "hypaware.blob-store"
@@ -44,6 +46,12 @@ CAPABILITY_FOR_KIND: dict[str, str] = {
     "table-format": TABLE_FORMAT,
     "sink": SINK,
 }
+
+# The tags hypaware itself gives meaning to. A plugin may add its own
+# capabilities and features, but only in a namespace of its own ("acme.queue"):
+# an unknown tag without one, or in hypaware's, is a typo.
+CAPABILITIES = frozenset({BLOB_STORE, ENCODER, TABLE_FORMAT, HTTP_ENDPOINT, SINK})
+FEATURES = frozenset({QUERYABLE})
 
 _NAME = re.compile(r"^(@[a-z0-9][a-z0-9._-]*/)?[a-z0-9][a-z0-9._-]*$")
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -134,3 +142,32 @@ def load_object(dotted: str, *, what: str) -> object:
     except AttributeError as exc:
         raise PluginError(f"cannot find {what} {dotted!r}: {exc}") from exc
     return obj
+
+
+def _tag_problem(tag: str, known: frozenset[str], field: str, name: str) -> str | None:
+    if tag in known:
+        return None
+    namespace, dot, _ = tag.partition(".")
+    if dot and namespace != "hypaware" and namespace:
+        return None
+    close = difflib.get_close_matches(tag, sorted(known), n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return (
+        f"plugin {name}: unknown {field} tag {tag!r}{hint}; hypaware knows "
+        f"{', '.join(sorted(known))}, and a plugin's own tags need a namespace ('acme.{tag}')"
+    )
+
+
+def tag_problems(manifest: PluginManifest) -> list[str]:
+    """Why each of `manifest`'s tags is unknown (a typo), one message per tag."""
+    out = []
+    for field, tags, known in (
+        ("provides", manifest.provides, CAPABILITIES),
+        ("requires", manifest.requires, CAPABILITIES),
+        ("supports", manifest.supports, FEATURES),
+    ):
+        for tag in sorted(tags):
+            problem = _tag_problem(tag, known, field, manifest.name)
+            if problem is not None:
+                out.append(problem)
+    return out

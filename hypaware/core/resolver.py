@@ -2,7 +2,9 @@
 
 `resolve` is pure: it reads no file, opens no socket and constructs no
 plugin, so a configuration can be checked anywhere. `build` is where plugins
-are imported and constructed and secrets are read.
+are imported and constructed and secrets are read. `hypaware.core.checks`
+adds what needs the import system (factories that import, extras that are
+installed) for ``check-config`` and the other commands.
 """
 
 from __future__ import annotations
@@ -16,19 +18,21 @@ import attrs
 
 from hypaware.core.config import SINK_SETTING_KEYS, HypawareConfig, SinkSpec
 from hypaware.core.config_converter import structure_config
-from hypaware.core.config_loader import load_config
+from hypaware.core.config_loader import load_partial
 from hypaware.core.errors import ConfigError, Problem
 from hypaware.core.manifest import (
+    BLOB_STORE,
     ENCODER,
     QUERYABLE,
     SINK,
     TABLE_FORMAT,
     PluginManifest,
+    tag_problems,
 )
 from hypaware.core.registry import Registry, did_you_mean
 from hypaware.core.secrets import Secret
 
-__all__ = ["BuildContext", "Component", "SinkPlan", "resolve"]
+__all__ = ["BuildContext", "Component", "SinkPlan", "needs", "resolve", "resolve_partial"]
 
 
 @attrs.frozen
@@ -93,47 +97,75 @@ def resolve(
 
     Pure: no I/O and no plugin constructed (with ``registry=None`` the
     default registry is loaded from entry points first; pass one to stay
-    pure). Raises one `ConfigError` listing every problem: unknown plugins
-    (with a did-you-mean), a writer whose requirements its destination does
-    not provide, a table format with no acceptable encoder, unknown or
-    mistyped plugin config keys.
+    pure). Raises one `ConfigError` listing every problem found in one
+    pass: the document's shape and generic settings (for a mapping),
+    unknown plugins (with a did-you-mean), unknown capability or feature
+    tags in their manifests, a writer or encoder whose requirements its
+    destination does not provide (encoders and table formats always need a
+    blob store), a table format with no acceptable encoder, and every
+    unknown or invalid plugin config key.
     """
+    problems: list[Problem] = []
     if not isinstance(config, HypawareConfig):
-        config = load_config(config)
+        config, problems = load_partial(config)
     if registry is None:
         registry = Registry.from_entry_points()
-    problems: list[Problem] = []
-    plans = []
-    for spec in config.sinks:
-        plan = _resolve_sink(spec, registry, problems)
-        if plan is not None:
-            plans.append(plan)
+    plans = resolve_partial(config, registry, problems)
     if problems:
         raise ConfigError(problems)
+    return plans
+
+
+def resolve_partial(
+    config: HypawareConfig, registry: Registry, problems: list[Problem]
+) -> tuple[SinkPlan, ...]:
+    """Plans for the sinks that resolve; every problem found is appended to `problems`."""
+    plans = []
+    checked: set[str] = set()
+    for spec in config.sinks:
+        plan = _resolve_sink(spec, registry, problems, checked)
+        if plan is not None:
+            plans.append(plan)
     return tuple(plans)
 
 
 def _lookup(
-    registry: Registry, name: str, path: str, problems: list[Problem]
+    registry: Registry, name: str, path: str, problems: list[Problem], checked: set[str]
 ) -> PluginManifest | None:
     manifest = registry.get(name)
     if manifest is None:
         problems.append(Problem(path, f"unknown plugin {name!r}{did_you_mean(name, registry)}"))
+    elif name not in checked:
+        checked.add(name)
+        problems.extend(Problem(path, why) for why in tag_problems(manifest))
     return manifest
+
+
+def needs(manifest: PluginManifest) -> frozenset[str]:
+    """What `manifest` requires, with a blob store for every encoder and table format.
+
+    Encoders and table formats write files, so they are blob-store users by
+    kind whether or not their manifest says so.
+    """
+    if manifest.provides & {ENCODER, TABLE_FORMAT}:
+        return manifest.requires | {BLOB_STORE}
+    return manifest.requires
 
 
 def _caps(manifest: PluginManifest) -> str:
     return ", ".join(sorted(manifest.provides)) or "nothing"
 
 
-def _resolve_sink(spec: SinkSpec, registry: Registry, problems: list[Problem]) -> SinkPlan | None:
+def _resolve_sink(
+    spec: SinkSpec, registry: Registry, problems: list[Problem], checked: set[str]
+) -> SinkPlan | None:
     path = f"sinks.{spec.name}"
     label = f"sink {spec.name!r}"
     before = len(problems)
 
     if spec.shape == "request":
         assert spec.plugin is not None
-        plugin = _lookup(registry, spec.plugin, f"{path}.plugin", problems)
+        plugin = _lookup(registry, spec.plugin, f"{path}.plugin", problems, checked)
         if plugin is None:
             return None
         if SINK not in plugin.provides:
@@ -158,12 +190,14 @@ def _resolve_sink(spec: SinkSpec, registry: Registry, problems: list[Problem]) -
 
     assert spec.writer is not None
     assert spec.destination is not None
-    writer = _lookup(registry, spec.writer, f"{path}.writer", problems)
-    destination = _lookup(registry, spec.destination, f"{path}.destination", problems)
+    writer = _lookup(registry, spec.writer, f"{path}.writer", problems, checked)
+    destination = _lookup(registry, spec.destination, f"{path}.destination", problems, checked)
     explicit_encoder = (
-        _lookup(registry, spec.encoder, f"{path}.encoder", problems) if spec.encoder else None
+        _lookup(registry, spec.encoder, f"{path}.encoder", problems, checked)
+        if spec.encoder
+        else None
     )
-    if writer is None or destination is None or len(problems) > before:
+    if writer is None or destination is None or (spec.encoder and explicit_encoder is None):
         return None
 
     if not writer.provides & {ENCODER, TABLE_FORMAT}:
@@ -193,7 +227,7 @@ def _resolve_sink(spec: SinkSpec, registry: Registry, problems: list[Problem]) -
     for part, role in ((writer, "writer"), (encoder, "encoder")):
         if part is None or (role == "encoder" and part is writer):
             continue
-        for cap in sorted(part.requires - available):
+        for cap in sorted(needs(part) - available):
             problems.append(
                 Problem(
                     path,
@@ -201,12 +235,12 @@ def _resolve_sink(spec: SinkSpec, registry: Registry, problems: list[Problem]) -
                     f"destination {destination.name} provides {_caps(destination)}",
                 )
             )
-    if len(problems) > before or encoder is None:
+    if encoder is None:
         return None
 
     parts = [writer, destination] + ([encoder] if encoder is not writer else [])
     configs = _structure_components(spec, parts, path, problems)
-    if configs is None:
+    if configs is None or len(problems) > before:
         return None
     writer_c = Component(writer, configs[0])
     encoder_c = writer_c if encoder is writer else Component(encoder, configs[2])
@@ -300,8 +334,6 @@ def _structure_components(
                     f"unknown key for {owners}{did_you_mean(str(key), choices)}",
                 )
             )
-    if len(problems) > before:
-        return None
     configs: list[Any] = []
     for part in parts:
         if part.config_class is None:
