@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from datetime import date, datetime
 from typing import IO, TYPE_CHECKING, Any
 
+from hypaware.cli.common import add_config_argument, checked_config
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -39,7 +41,7 @@ def register(sub: Any) -> None:
         "(= != < <= > >=), in (...), is [not] null, combined with and/or/not; "
         "text in quotes, e.g. \"role = 'user' and tokens > 10\".",
     )
-    parser.add_argument("--config", required=True, metavar="FILE", help="path to the JSON config")
+    add_config_argument(parser)
     parser.add_argument("dataset", metavar="DATASET", help="the dataset to read")
     parser.add_argument("--since", metavar="T", help="rows at or after T (ISO date or time, UTC)")
     parser.add_argument("--until", metavar="T", help="rows before T (ISO date or time, UTC)")
@@ -100,12 +102,17 @@ def run(args: argparse.Namespace) -> int:
 
     import asyncio
 
+    checked = checked_config("query", args)
+    if isinstance(checked, int):
+        return checked
+    config, _plans = checked
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheOnlyWarning)
         try:
             _plan, reader = asyncio.run(
                 plan_query(
-                    args.config,
+                    config,
                     args.dataset,
                     columns=args.columns,
                     since=args.since,
