@@ -11,7 +11,7 @@ from hypaware.cli.common import (
     ConfigMissingError,
     add_config_argument,
     config_path,
-    error,
+    errors,
     iso_utc,
 )
 from hypaware.core.checks import check_config
@@ -37,28 +37,22 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    path = None
     try:
         path = config_path(args)
         _config, plans = check_config(path)
     except ConfigMissingError as exc:
-        error("check-config", exc)
-        return 2
+        return errors("check-config", exc)
     except (ConfigError, PluginError) as exc:
-        problems = (
-            [(p.path, p.message) for p in exc.problems]
-            if isinstance(exc, ConfigError)
-            else [("", str(exc))]
-        )
         if args.json:
-            doc = {
-                "ok": False,
-                "sinks": [],
-                "problems": [{"path": p, "message": m} for p, m in problems],
-            }
+            found = (
+                [{"path": p.path, "message": p.message} for p in exc.problems]
+                if isinstance(exc, ConfigError)
+                else [{"path": "", "message": str(exc)}]
+            )
+            doc = {"ok": False, "config": path, "sinks": [], "problems": found}
             print(json.dumps(doc, indent=2))
-        for where, message in problems:
-            error("check-config", f"{where}: {message}" if where else message)
-        return 2
+        return errors("check-config", exc, path)
     now = datetime.now(UTC)
     sinks = [
         {
@@ -72,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         for plan in plans
     ]
     if args.json:
-        print(json.dumps({"ok": True, "sinks": sinks, "problems": []}, indent=2))
+        print(json.dumps({"ok": True, "config": path, "sinks": sinks, "problems": []}, indent=2))
         return 0
     if not plans:
         print(f"{path}: valid, no sinks configured")

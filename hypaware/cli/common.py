@@ -66,13 +66,24 @@ def error(command: str, message: object) -> None:
         print(f"hypaware {command}: error: {line}", file=sys.stderr)
 
 
-def errors(command: str, exc: ConfigError | PluginError | ConfigMissingError) -> int:
+def problem_lines(
+    exc: ConfigError | PluginError | ConfigMissingError, source: str | None
+) -> list[str]:
+    """One line per problem, each naming the config file (`source`) it is in."""
+    lines = [str(p) for p in exc.problems] if isinstance(exc, ConfigError) else [str(exc)]
+    if source is None or isinstance(exc, ConfigMissingError):
+        return lines
+    return [line if source in line else f"{source}: {line}" for line in lines]
+
+
+def errors(
+    command: str,
+    exc: ConfigError | PluginError | ConfigMissingError,
+    source: str | None = None,
+) -> int:
     """Print `exc` the one way every command does; the exit status for it (2)."""
-    if isinstance(exc, ConfigError):
-        for problem in exc.problems:
-            error(command, problem)
-    else:
-        error(command, exc)
+    for line in problem_lines(exc, source):
+        error(command, line)
     return 2
 
 
@@ -80,10 +91,12 @@ def checked_config(command: str, args: argparse.Namespace) -> tuple[Any, Any] | 
     """(config, plans) after every `check-config` check, or the exit status (2) on problems."""
     from hypaware.core.checks import check_config
 
+    source = None
     try:
-        return check_config(config_path(args))
+        source = config_path(args)
+        return check_config(source)
     except (ConfigError, PluginError, ConfigMissingError) as exc:
-        return errors(command, exc)
+        return errors(command, exc, source)
 
 
 def iso_utc(value: datetime | None) -> str | None:

@@ -23,8 +23,10 @@ import pkgutil
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hypaware.core.config import HypawareConfig
-from hypaware.core.config_converter import join_path
+import attrs
+
+from hypaware.core.config import HypawareConfig, SinkSpec
+from hypaware.core.config_converter import join_path, structure_config
 from hypaware.core.config_loader import load_partial
 from hypaware.core.errors import ConfigError, Problem
 from hypaware.core.manifest import PluginManifest
@@ -58,8 +60,8 @@ def check_config(
             why = factory_problem(manifest)
             if why is not None:
                 problems.append(Problem(f"sinks.{spec.name}.{role}", why))
-    for plan in plans:
-        problems.extend(missing_extras(plan))
+    for spec in config.sinks:
+        problems.extend(missing_extras(spec, registry))
     if problems:
         raise ConfigError(_unique(problems))
     return config, plans
@@ -109,18 +111,29 @@ def _sibling_hint(parent: str, leaf: str) -> str:
     return hint
 
 
-def missing_extras(plan: SinkPlan) -> list[Problem]:
-    """A problem for each option of `plan` whose module is not installed, naming the extra."""
+def missing_extras(spec: SinkSpec, registry: Registry) -> list[Problem]:
+    """A problem for each chosen option of `spec` whose module is not installed, naming the extra.
+
+    Each plugin's config is read on its own, so an option is checked even
+    when the sink has other problems.
+    """
     problems = []
-    for component in plan.components:
-        wants = getattr(component.config, "required_modules", None)
+    for role in ("writer", "destination", "encoder", "plugin"):
+        name = getattr(spec, role)
+        manifest = registry.get(name) if name is not None else None
+        if manifest is None or manifest.config_class is None:
+            continue
+        fields = {a.alias for a in attrs.fields(manifest.config_class)}
+        subset = {k: v for k, v in spec.config.items() if k in fields}
+        config = structure_config(manifest.config_class, subset, "", [])
+        wants = getattr(config, "required_modules", None)
         if not callable(wants):
             continue
         for key, module, extra in wants():
-            if importlib.util.find_spec(module) is not None:
+            if _installed(module):
                 continue
-            path = join_path(f"sinks.{plan.name}.config", key) if key else f"sinks.{plan.name}"
-            what = f"{key} = {getattr(component.config, key)!r}" if key else component.name
+            path = join_path(f"sinks.{spec.name}.config", key) if key else f"sinks.{spec.name}"
+            what = f"{key} = {getattr(config, key)!r}" if key else manifest.name
             problems.append(
                 Problem(
                     path,
@@ -129,3 +142,10 @@ def missing_extras(plan: SinkPlan) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False

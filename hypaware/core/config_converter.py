@@ -135,13 +135,25 @@ def structure_config(
     failed = len(known) != len(data)
     try:
         value = conv.structure(known, cls)
-    except (ClassValidationError, ForbiddenExtraKeysError) as exc:
-        problems.extend(_field_problems(cls, known, path, conv) or _problems_from_cattrs(exc, path))
-        return None
-    except (TypeError, ValueError) as exc:
-        problems.extend(_field_problems(cls, known, path, conv) or [Problem(path, str(exc))])
+    except (ClassValidationError, ForbiddenExtraKeysError, TypeError, ValueError) as exc:
+        fields = _field_problems(cls, known, path, conv)
+        problems.extend(fields or _whole_object(exc, path))
+        if fields:
+            # The cross-key checks too, on the keys that are right on their own.
+            bad = {p.path for p in fields}
+            rest = {k: v for k, v in known.items() if join_path(path, k) not in bad}
+            try:
+                conv.structure(rest, cls)
+            except (ClassValidationError, ForbiddenExtraKeysError, TypeError, ValueError) as more:
+                problems.extend(p for p in _whole_object(more, path) if p not in fields)
         return None
     return None if failed else value
+
+
+def _whole_object(exc: Exception, path: str) -> list[Problem]:
+    if isinstance(exc, ClassValidationError | ForbiddenExtraKeysError):
+        return _problems_from_cattrs(exc, path)
+    return [Problem(path, str(exc))]
 
 
 def _field_problems(

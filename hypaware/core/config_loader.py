@@ -88,6 +88,10 @@ def _read_source(source: Any, base_dir: str | None) -> tuple[Any, str | None]:
         except TypeError as exc:
             raise ConfigError.single("", f"not a config file path: {exc}") from None
         doc = read_json(path)
+        if not isinstance(doc, Mapping):
+            raise ConfigError.single(
+                "", f"{path}: the config must be a JSON object, got {json_type(doc)}"
+            )
         if base_dir is None:
             base_dir = str(path.absolute().parent)
         return doc, base_dir
@@ -103,7 +107,13 @@ def _structure_document(doc: Any, base_dir: str | None, problems: list[Problem])
         raise ConfigError.single("", f"the config must be a JSON object, got {json_type(doc)}")
     for key in doc:
         if key not in _TOP_KEYS:
-            problems.append(Problem(str(key), f"unknown key{did_you_mean(str(key), _TOP_KEYS)}"))
+            problems.append(
+                Problem(
+                    str(key),
+                    f"unknown key {str(key)!r} (the top level takes {', '.join(_TOP_KEYS)})"
+                    f"{did_you_mean(str(key), _TOP_KEYS)}",
+                )
+            )
 
     state_dir = doc.get("state_dir", ".hypaware")
     if not isinstance(state_dir, str):
@@ -163,7 +173,7 @@ def _structure_sink(name: str, entry: Any, problems: list[Problem]) -> SinkSpec 
             )
     for key in ("writer", "destination", "plugin", "encoder"):
         value = entry.get(key)
-        if value is not None and (not isinstance(value, str) or not value):
+        if key in entry and (not isinstance(value, str) or not value):
             problems.append(Problem(f"{path}.{key}", "expected a plugin name (a string)"))
     _check_shape(entry, path, problems)
 

@@ -237,6 +237,11 @@ def _resolve_sink(
             )
     if encoder is None:
         return None
+    if BLOB_STORE not in destination.provides:
+        # Not a blob store at all: its own keys would only add noise to the real
+        # problem (the pair), so only the writer's keys are checked.
+        _structure_components(spec, [writer], path, problems)
+        return None
 
     parts = [writer, destination] + ([encoder] if encoder is not writer else [])
     configs = _structure_components(spec, parts, path, problems)
