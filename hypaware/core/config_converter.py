@@ -145,7 +145,7 @@ def structure_config(
             try:
                 conv.structure(rest, cls)
             except (ClassValidationError, ForbiddenExtraKeysError, TypeError, ValueError) as more:
-                problems.extend(p for p in _whole_object(more, path) if p not in fields)
+                problems.extend(p for p in _whole_object(more, path) if p.path not in bad)
         return None
     return None if failed else value
 

@@ -152,6 +152,10 @@ def needs(manifest: PluginManifest) -> frozenset[str]:
     return manifest.requires
 
 
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
+
+
 def _caps(manifest: PluginManifest) -> str:
     return ", ".join(sorted(manifest.provides)) or "nothing"
 
@@ -172,9 +176,9 @@ def _resolve_sink(
             problems.append(
                 Problem(
                     f"{path}.plugin",
-                    f"{label}: plugin {plugin.name} is a {plugin.kind} (provides {_caps(plugin)}), "
-                    f"not a request sink ({SINK}); a {plugin.kind} belongs in a blob sink's "
-                    "'writer' + 'destination' pair",
+                    f"{label}: plugin {plugin.name} is {_a(plugin.kind)} "
+                    f"(provides {_caps(plugin)}), not a request sink ({SINK}); "
+                    f"{_a(plugin.kind)} belongs in a blob sink's 'writer' + 'destination' pair",
                 )
             )
             return None
@@ -204,7 +208,7 @@ def _resolve_sink(
         problems.append(
             Problem(
                 f"{path}.writer",
-                f"{label}: writer {writer.name} is a {writer.kind} (provides {_caps(writer)}); "
+                f"{label}: writer {writer.name} is {_a(writer.kind)} (provides {_caps(writer)}); "
                 f"a writer must provide {ENCODER} or {TABLE_FORMAT}",
             )
         )
@@ -240,7 +244,7 @@ def _resolve_sink(
     if BLOB_STORE not in destination.provides:
         # Not a blob store at all: its own keys would only add noise to the real
         # problem (the pair), so only the writer's keys are checked.
-        _structure_components(spec, [writer], path, problems)
+        _structure_components(spec, [writer], path, problems, also=_field_names(destination))
         return None
 
     parts = [writer, destination] + ([encoder] if encoder is not writer else [])
@@ -321,11 +325,18 @@ def _field_names(manifest: PluginManifest) -> list[str]:
 
 
 def _structure_components(
-    spec: SinkSpec, parts: Iterable[PluginManifest], path: str, problems: list[Problem]
+    spec: SinkSpec,
+    parts: Iterable[PluginManifest],
+    path: str,
+    problems: list[Problem],
+    also: Iterable[str] = (),
 ) -> list[Any] | None:
-    """Route each config key to every part that declares it, then structure each part."""
+    """Route each config key to every part that declares it, then structure each part.
+
+    Keys in `also` are known but belong to no part checked here.
+    """
     parts = list(parts)
-    known: set[str] = set()
+    known: set[str] = set(also)
     for part in parts:
         known.update(_field_names(part))
     before = len(problems)
