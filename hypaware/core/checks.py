@@ -11,7 +11,7 @@ A plugin config class names what its options need by defining
 ``required_modules(self)``, yielding ``(key, module, extra)`` triples: ``key``
 the config key that asks for it ("" for the plugin as a whole), ``module``
 the top-level module to look for, ``extra`` the hypaware extra that installs
-it.
+it (``"zstd"``), or a requirement with its own extra (``"acme-queue[kafka]"``).
 """
 
 from __future__ import annotations
@@ -134,11 +134,12 @@ def missing_extras(spec: SinkSpec, registry: Registry) -> list[Problem]:
                 continue
             path = join_path(f"sinks.{spec.name}.config", key) if key else f"sinks.{spec.name}"
             what = f"{key} = {getattr(config, key)!r}" if key else manifest.name
+            # hypaware's own extras are named bare; a plugin names its own requirement.
+            install = extra if "[" in extra else f"hypaware[{extra}]"
             problems.append(
                 Problem(
                     path,
-                    f"{what} needs {module}, which is not installed: "
-                    f"pip install 'hypaware[{extra}]'",
+                    f"{what} needs {module}, which is not installed: pip install '{install}'",
                 )
             )
     return problems
