@@ -68,7 +68,8 @@ def demo_commands(exe: str) -> list[list[str]]:
     for line in proc.stdout.splitlines():
         if line.strip().startswith("hypaware "):
             argv = shlex.split(line.strip())
-            commands.append([exe, *argv[1:]])
+            if argv[1:] != ["demo"]:  # its own banner
+                commands.append([exe, *argv[1:]])
     if len(commands) < 3:
         fail(f"hypaware demo printed {len(commands)} commands; expected several:\n{proc.stdout}")
     return commands
