@@ -43,7 +43,9 @@ def install(session: nox.Session) -> None:
     dist = Path(session.create_tmp()) / "dist"
     for old in dist.glob("*.whl"):
         old.unlink()
-    session.run("uv", "build", "--wheel", "--quiet", "--out-dir", str(dist), str(HERE), external=True)
+    session.run(
+        "uv", "build", "--wheel", "--quiet", "--out-dir", str(dist), str(HERE), external=True
+    )
     (wheel,) = dist.glob("hypaware-*.whl")
     session.install(str(wheel))
     work = Path(session.create_tmp()) / "user"

@@ -93,7 +93,7 @@ def check_missing_extra(exe: str) -> None:
     )
     proc = run([exe, "check-config", "--config", str(config)])
     if proc.returncode != 2 or "hypaware[iceberg]" not in proc.stderr:
-        fail(f"check-config on an Iceberg sink without the extra: exit {proc.returncode}\n{proc.stderr}")
+        fail(f"check-config, Iceberg without its extra: exit {proc.returncode}\n{proc.stderr}")
     if "Traceback" in proc.stderr:
         fail(f"check-config printed a traceback:\n{proc.stderr}")
     print("ok   hypaware check-config (Iceberg without its extra: exit 2, names hypaware[iceberg])")
