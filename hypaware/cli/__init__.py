@@ -2,13 +2,16 @@
 
 A subcommand module defines ``register(subparsers)``, which adds its parser
 and sets ``func`` to a callable taking the parsed arguments and returning the
-exit status.
+exit status. `hypaware.cli.common` holds what they share (the config
+argument, checks, error lines, timestamps). Every command exits quietly (0)
+when its output pipe closes early (``hypaware query ... | head``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -53,8 +56,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with logs.configured(args):
             status: int = args.func(args)
+            sys.stdout.flush()
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly. Point stdout at devnull
+        # so the interpreter's last flush does not fail again on the way out.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 0
     return status
 
 

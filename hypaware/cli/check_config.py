@@ -1,49 +1,79 @@
-"""``hypaware check-config FILE``: load and resolve a config without building anything."""
+"""``hypaware check-config [--config] FILE``: every check of a config, without building anything."""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import json
 from datetime import UTC, datetime
 from typing import Any
 
-from hypaware.core.config_loader import load_config
+from hypaware.cli.common import (
+    ConfigMissingError,
+    add_config_argument,
+    config_path,
+    errors,
+    iso_utc,
+)
+from hypaware.core.checks import check_config
 from hypaware.core.errors import ConfigError, PluginError
-from hypaware.core.registry import Registry
-from hypaware.core.resolver import resolve
 from hypaware.core.schedule import next_fire
 
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "check-config",
-        help="check a config file: shapes, plugins, schedules, plugin keys",
-        description="Check a config file without building any sink. Exit status 0 when "
-        "it is valid (one line per sink), 2 with every problem, one per line.",
+        help="check a config file: shapes, names, plugins, pairs, keys, schedules, extras",
+        description="Check a config file without building any sink, reporting every problem "
+        "in one run. Exit status 0 when it is valid (one line per sink), 2 with every "
+        "problem, one per line. The other commands run the same checks first.",
     )
-    parser.add_argument("file", help="path to the JSON config")
+    add_config_argument(parser, positional=True)
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"ok": ..., "sinks": [...], "problems": [{"path", "message"}]} on stdout',
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    path = None
     try:
-        config = load_config(args.file)
-        plans = resolve(config, Registry.from_entry_points())
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return 2
-    except PluginError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        path = config_path(args)
+        _config, plans = check_config(path)
+    except ConfigMissingError as exc:
+        return errors("check-config", exc)
+    except (ConfigError, PluginError) as exc:
+        if args.json:
+            found = (
+                [{"path": p.path, "message": p.message} for p in exc.problems]
+                if isinstance(exc, ConfigError)
+                else [{"path": "", "message": str(exc)}]
+            )
+            doc = {"ok": False, "config": path, "sinks": [], "problems": found}
+            print(json.dumps(doc, indent=2))
+        return errors("check-config", exc, path)
     now = datetime.now(UTC)
+    sinks = [
+        {
+            "name": plan.name,
+            "shape": plan.shape,
+            "plugins": plan.describe(),
+            "schedule": plan.schedule,
+            "next": iso_utc(next_fire(plan.schedule, now)),
+            "queryable": plan.queryable,
+        }
+        for plan in plans
+    ]
+    if args.json:
+        print(json.dumps({"ok": True, "config": path, "sinks": sinks, "problems": []}, indent=2))
+        return 0
     if not plans:
-        print(f"{args.file}: valid, no sinks configured")
-    for plan in plans:
-        fire = next_fire(plan.schedule, now).strftime("%Y-%m-%dT%H:%M:%SZ")
-        query = "queryable" if plan.queryable else "not queryable"
+        print(f"{path}: valid, no sinks configured")
+    for s in sinks:
+        query = "queryable" if s["queryable"] else "not queryable"
         print(
-            f"{plan.name}: {plan.shape} sink, {plan.describe()}, "
-            f"schedule {plan.schedule!r}, next {fire}, {query}"
+            f"{s['name']}: {s['shape']} sink, {s['plugins']}, "
+            f"schedule {s['schedule']!r}, next {s['next']}, {query}"
         )
     return 0

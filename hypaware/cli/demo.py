@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hypaware.cache.local import LocalCache
+from hypaware.cli.common import error, errors
 from hypaware.cli.demo_cache import DEMO_DATASET, demo_config, seed_demo_cache
 from hypaware.cli.export import format_bytes
 from hypaware.core.config_loader import load_config
@@ -57,11 +58,9 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(config_path)
         report = asyncio.run(_export(config))
     except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return errors("demo", exc, str(config_path))
     except (HypawareError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error("demo", exc)
         return 2
 
     parts = list(cache.ready_partitions(DEMO_DATASET))
@@ -90,8 +89,8 @@ def run(args: argparse.Namespace) -> int:
             f"{r.files} files this run",
             file=out,
         )
-        for error in r.errors:
-            print(f"  error     sink {name!r}: {error}", file=out)
+        for message in r.errors:
+            print(f"  error     sink {name!r}: {message}", file=out)
     print(
         f"  archive   {export_dir}  ({len(files)} Parquet files, {format_bytes(size)} in all)",
         file=out,

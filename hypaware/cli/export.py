@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from hypaware.cli.common import add_config_argument, checked_config, error, errors, print_table
 from hypaware.cli.logs import LineAwareHandler
-from hypaware.core.config_loader import load_config
 from hypaware.core.errors import ConfigError, PluginError, StateError
 from hypaware.export.driver import ExportDriver
 from hypaware.export.observer import CountingObserver, SinkCounters
@@ -37,7 +37,7 @@ def register(sub: Any) -> None:
         description="Export sealed cache partitions to every configured sink, each on its "
         "own schedule, until interrupted; with --once, one pass over every sink now.",
     )
-    parser.add_argument("--config", required=True, metavar="FILE", help="path to the JSON config")
+    add_config_argument(parser)
     parser.add_argument("--once", action="store_true", help="one pass now, then exit")
     parser.add_argument(
         "--sink",
@@ -174,13 +174,6 @@ def _summary_rows(counters: dict[str, SinkCounters]) -> list[tuple[str, ...]]:
     return rows
 
 
-def print_table(rows: list[tuple[str, ...]], stream: TextIO) -> None:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        cells = (cell.ljust(w) for cell, w in zip(row, widths, strict=True))
-        print("  ".join(cells).rstrip(), file=stream)
-
-
 def report_json(report: RunReport) -> dict[str, Any]:
     return {
         "ok": report.ok,
@@ -192,12 +185,10 @@ def report_json(report: RunReport) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return 2
+    checked = checked_config("export", args)
+    if isinstance(checked, int):
+        return checked
+    config, _plans = checked
     names = args.sink or [s.name for s in config.sinks]
     tty = sys.stdout.isatty() and not args.json
     display = ProgressDisplay(
@@ -210,10 +201,10 @@ def run(args: argparse.Namespace) -> int:
         return asyncio.run(_main(args, config, display, tty))
     except (ConfigError, PluginError, StateError) as exc:
         display.finish()
-        lines = [str(p) for p in exc.problems] if isinstance(exc, ConfigError) else [str(exc)]
-        for line in lines:
-            print(f"error: {line}", file=sys.stderr)
-        return 2
+        if isinstance(exc, StateError):
+            error("export", exc)
+            return 2
+        return errors("export", exc)
 
 
 async def _main(args: argparse.Namespace, config: Any, display: ProgressDisplay, tty: bool) -> int:

@@ -1,11 +1,13 @@
-"""``hypaware plugins``: list the installed plugins."""
+"""``hypaware plugins [--json]``: list the installed plugins."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
+from hypaware.cli.common import error, print_table, tsv
 from hypaware.core.errors import PluginError
 from hypaware.core.registry import Registry
 
@@ -14,8 +16,10 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "plugins",
         help="list installed plugins",
-        description="List every plugin found through the hypaware.plugins entry points.",
+        description="List every plugin found through the hypaware.plugins entry points: a "
+        "table on a terminal, tab-separated lines with a header when piped.",
     )
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead")
     parser.set_defaults(func=run)
 
 
@@ -27,8 +31,23 @@ def run(args: argparse.Namespace) -> int:
     try:
         registry = Registry.from_entry_points()
     except PluginError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error("plugins", exc)
         return 2
+    if args.json:
+        doc = [
+            {
+                "name": name,
+                "kind": m.kind,
+                "provides": sorted(m.provides),
+                "requires": sorted(m.requires),
+                "supports": sorted(m.supports),
+                "from": registry.origin(name),
+                "description": m.description,
+            }
+            for name, m in sorted(registry.items())
+        ]
+        print(json.dumps(doc, indent=2))
+        return 0
     rows = [("NAME", "KIND", "PROVIDES", "REQUIRES", "SUPPORTS", "FROM")]
     for name in sorted(registry):
         m = registry[name]
@@ -42,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
                 registry.origin(name),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    if sys.stdout.isatty():
+        print_table(rows, sys.stdout)
+    else:
+        tsv(rows, sys.stdout)
     return 0

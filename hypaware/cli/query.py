@@ -1,7 +1,10 @@
 """``hypaware query --config FILE DATASET``: rows from the cache and a queryable sink.
 
 Every row once (see `hypaware.query`). Output as a table that fits the
-terminal, CSV, JSON Lines or Parquet; ``--sql`` runs DuckDB SQL over the same
+terminal (when piped, a table of whole cells, nothing cut, unless ``$COLUMNS``
+is set), CSV, JSON Lines
+or Parquet; timestamps print as ISO 8601 in UTC with a ``Z`` in the table,
+CSV and JSON Lines; ``--sql`` runs DuckDB SQL over the same
 rows, registered as a view named after the dataset. Exit status: 0 on
 success, 2 for bad input (unknown dataset, sink or column, malformed time or
 expression), 1 when a part of the data could not be read.
@@ -11,12 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import warnings
 from collections.abc import Iterator
 from datetime import date, datetime
 from typing import IO, TYPE_CHECKING, Any
+
+from hypaware.cli.common import add_config_argument, checked_config, iso_utc
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -39,7 +45,7 @@ def register(sub: Any) -> None:
         "(= != < <= > >=), in (...), is [not] null, combined with and/or/not; "
         "text in quotes, e.g. \"role = 'user' and tokens > 10\".",
     )
-    parser.add_argument("--config", required=True, metavar="FILE", help="path to the JSON config")
+    add_config_argument(parser)
     parser.add_argument("dataset", metavar="DATASET", help="the dataset to read")
     parser.add_argument("--since", metavar="T", help="rows at or after T (ISO date or time, UTC)")
     parser.add_argument("--until", metavar="T", help="rows before T (ISO date or time, UTC)")
@@ -100,12 +106,17 @@ def run(args: argparse.Namespace) -> int:
 
     import asyncio
 
+    checked = checked_config("query", args)
+    if isinstance(checked, int):
+        return checked
+    config, _plans = checked
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheOnlyWarning)
         try:
             _plan, reader = asyncio.run(
                 plan_query(
-                    args.config,
+                    config,
                     args.dataset,
                     columns=args.columns,
                     since=args.since,
@@ -209,17 +220,49 @@ def _emit(reader: pa.RecordBatchReader, fmt: str, out: IO[Any]) -> None:
         import pyarrow.csv as pacsv
 
         buffer = _TextSink(out)
-        with pacsv.CSVWriter(buffer, reader.schema) as writer:
+        schema = _text_timestamps(reader.schema)
+        with pacsv.CSVWriter(buffer, schema) as writer:
             for batch in reader:
-                writer.write_batch(batch)
+                writer.write_batch(_iso_timestamps(batch, schema))
     elif fmt == "jsonl":
         for batch in reader:
             for row in batch.to_pylist():
                 out.write(json.dumps(row, default=_json_value, ensure_ascii=False) + "\n")
     else:
-        width = shutil.get_terminal_size((100, 24)).columns
+        # Piped or redirected, nothing is cut: the reader gets every cell whole
+        # (unless $COLUMNS asks for a width, as it does for a terminal).
+        tty = getattr(out, "isatty", lambda: False)() or "COLUMNS" in os.environ
+        width = shutil.get_terminal_size((100, 24)).columns if tty else None
         for line in format_table(reader, width):
             out.write(line + "\n")
+
+
+def _text_timestamps(schema: pa.Schema) -> pa.Schema:
+    import pyarrow as pa
+
+    for i, field in enumerate(schema):
+        if pa.types.is_timestamp(field.type):
+            schema = schema.set(i, field.with_type(pa.string()))
+    return schema
+
+
+def _iso_timestamps(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Timestamp columns as the one text form every output uses (``...Z``)."""
+    import pyarrow as pa
+
+    if batch.schema.equals(schema):
+        return batch
+    columns = [
+        pa.array([_iso(v) for v in column.to_pylist()], pa.string())
+        if pa.types.is_timestamp(column.type)
+        else column
+        for column in batch.columns
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _iso(value: Any) -> str | None:
+    return iso_utc(value) if isinstance(value, datetime) else value
 
 
 class _TextSink:
@@ -241,7 +284,9 @@ class _TextSink:
 
 
 def _json_value(value: Any) -> Any:
-    if isinstance(value, datetime | date):
+    if isinstance(value, datetime):
+        return iso_utc(value)
+    if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, bytes):
         return value.hex()
@@ -252,7 +297,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
+        return iso_utc(value) or ""
     text = str(value)
     return text.replace("\n", " ").replace("\t", " ")
 
@@ -280,11 +325,12 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
-def format_table(reader: pa.RecordBatchReader, width: int) -> Iterator[str]:
+def format_table(reader: pa.RecordBatchReader, width: int | None) -> Iterator[str]:
     """Lines of a plain-text table no wider than `width`, ending with a row count.
 
     Column widths come from the first rows; longer cells are cut with ``…``
     and columns that cannot fit are left out (and named in the footer).
+    With `width` None (output that is not a terminal) nothing is cut.
     """
     names = list(reader.schema.names)
     rows: list[list[str]] = []
@@ -294,18 +340,21 @@ def format_table(reader: pa.RecordBatchReader, width: int) -> Iterator[str]:
         rows.extend([_cell(v) for v in row.values()] for row in batch.to_pylist())
         if len(rows) >= _SAMPLE_ROWS:
             break
+    cap = _MAX_CELL if width is not None else sys.maxsize
     natural = [
-        min(max([len(n)] + [len(r[i]) for r in rows[:_SAMPLE_ROWS]]), _MAX_CELL)
+        min(max([len(n)] + [len(r[i]) for r in rows[:_SAMPLE_ROWS]]), cap)
         for i, n in enumerate(names)
     ]
     # A column keeps room for its name (up to a point) before any column is dropped.
     floors = [
         min(n, max(_MIN_WIDTH, min(len(name), 8))) for n, name in zip(natural, names, strict=True)
     ]
-    widths = _fit(natural, floors, width)
+    widths = natural if width is None else _fit(natural, floors, width)
     shown = [i for i, w in enumerate(widths) if w > 0]
 
     def line(cells: list[str]) -> str:
+        if width is None:
+            return "  ".join(cells[i].ljust(widths[i]) for i in shown).rstrip()
         return "  ".join(_clip(cells[i], widths[i]).ljust(widths[i]) for i in shown).rstrip()
 
     yield line(names)

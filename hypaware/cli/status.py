@@ -17,9 +17,15 @@ import sys
 from typing import Any
 
 from hypaware.cache.local import LocalCache
-from hypaware.cli.export import print_table
+from hypaware.cli.common import (
+    add_config_argument,
+    checked_config,
+    error,
+    errors,
+    iso_utc,
+    print_table,
+)
 from hypaware.core.config import HypawareConfig
-from hypaware.core.config_loader import load_config
 from hypaware.core.errors import CacheError, ConfigError, StateError
 from hypaware.export.identity import changes, fingerprint
 from hypaware.export.ledger import prior_state
@@ -38,13 +44,13 @@ def register(sub: Any) -> None:
         description="Show, per sink: high-water per dataset, lag in partitions and rows, "
         "respool size, batches in flight, last run and last error.",
     )
-    parser.add_argument("--config", required=True, metavar="FILE", help="path to the JSON config")
+    add_config_argument(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=run)
 
 
 def _iso(value: Any) -> str | None:
-    return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return iso_utc(value)
 
 
 def collect_status(config: HypawareConfig) -> dict[str, Any]:
@@ -159,15 +165,16 @@ def _sink_doc(
 
 
 def run(args: argparse.Namespace) -> int:
+    checked = checked_config("status", args)
+    if isinstance(checked, int):
+        return checked
+    config, _plans = checked
     try:
-        config = load_config(args.config)
         doc = collect_status(config)
     except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        return 2
+        return errors("status", exc)
     except (StateError, CacheError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error("status", exc)
         return 2
     if args.json or not sys.stdout.isatty():
         print(json.dumps(doc, indent=2, sort_keys=True))

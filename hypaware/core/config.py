@@ -43,7 +43,8 @@ class FieldValueError(ValueError):
 
 def positive(_inst: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     """An attrs validator for config classes: the value must be > 0 (None passes)."""
-    if value is not None and value <= 0:
+    # "not > 0" rather than "<= 0" so that NaN (from a mapping) is refused too.
+    if value is not None and not value > 0:
         raise FieldValueError(attribute.alias or attribute.name, f"must be positive, got {value}")
 
 

@@ -123,22 +123,79 @@ def structure_config(
     if not isinstance(data, Mapping):
         problems.append(Problem(path, f"expected an object, got {json_type(data)}"))
         return None
+    known = dict(data)
     if attrs.has(cls):
         names = [a.alias for a in attrs.fields(cls)]
-        unknown = [k for k in data if k not in names]
-        for key in unknown:
-            problems.append(
-                Problem(join_path(path, key), f"unknown key{did_you_mean(str(key), names)}")
-            )
-        if unknown:
-            return None
+        for key in data:
+            if key not in names:
+                problems.append(
+                    Problem(join_path(path, key), f"unknown key{did_you_mean(str(key), names)}")
+                )
+        known = {k: v for k, v in data.items() if k in names}
+    failed = len(known) != len(data)
     try:
-        return conv.structure(dict(data), cls)
-    except (ClassValidationError, ForbiddenExtraKeysError) as exc:
-        problems.extend(_problems_from_cattrs(exc, path))
-    except (TypeError, ValueError) as exc:
-        problems.append(Problem(path, str(exc)))
-    return None
+        value = conv.structure(known, cls)
+    except (ClassValidationError, ForbiddenExtraKeysError, TypeError, ValueError) as exc:
+        fields = _field_problems(cls, known, path, conv)
+        problems.extend(fields or _whole_object(exc, path))
+        if fields:
+            # The cross-key checks too, on the keys that are right on their own.
+            bad = {p.path for p in fields}
+            rest = {k: v for k, v in known.items() if join_path(path, k) not in bad}
+            try:
+                conv.structure(rest, cls)
+            except (ClassValidationError, ForbiddenExtraKeysError, TypeError, ValueError) as more:
+                problems.extend(p for p in _whole_object(more, path) if p.path not in bad)
+        return None
+    return None if failed else value
+
+
+def _whole_object(exc: Exception, path: str) -> list[Problem]:
+    if isinstance(exc, ClassValidationError | ForbiddenExtraKeysError):
+        return _problems_from_cattrs(exc, path)
+    return [Problem(path, str(exc))]
+
+
+def _field_problems(
+    cls: type, data: Mapping[str, Any], path: str, conv: cattrs.Converter
+) -> list[Problem]:
+    """Every field of `data` that is wrong on its own: its type, then its validator.
+
+    attrs runs validators one after another and stops at the first failure;
+    checking each field alone reports all of them in one go. Cross-field
+    checks (``__attrs_post_init__``) are left to the whole-object error.
+    """
+    if not attrs.has(cls):
+        return []
+    try:
+        fields = attrs.fields(attrs.resolve_types(cls))
+    except (NameError, TypeError):
+        return []
+    problems: list[Problem] = []
+    for field in fields:
+        if field.alias not in data or field.type is None:
+            continue
+        where = join_path(path, field.alias)
+        try:
+            value = conv.structure(data[field.alias], field.type)
+        except (ClassValidationError, ForbiddenExtraKeysError) as exc:
+            problems.extend(_problems_from_cattrs(exc, where))
+            continue
+        except Exception as exc:
+            problems.append(Problem(where, _format_exception(exc, field.type)))
+            continue
+        if field.validator is None:
+            continue
+        try:
+            field.validator(None, field, value)
+        except FieldValueError as exc:
+            problems.append(Problem(join_path(path, exc.field), exc.message))
+        except (TypeError, ValueError) as exc:
+            problems.append(Problem(where, str(exc)))
+        except Exception:
+            # A validator that needs the whole instance: the object's own error covers it.
+            continue
+    return problems
 
 
 def join_path(path: str, key: object) -> str:

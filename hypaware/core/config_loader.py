@@ -44,7 +44,7 @@ from hypaware.core.config import (
     SinkSpec,
     positive,
 )
-from hypaware.core.config_converter import join_path, json_type, make_converter, structure_config
+from hypaware.core.config_converter import json_type, make_converter, structure_config
 from hypaware.core.config_files import (
     ConfigFormat,
     config_format,
@@ -53,66 +53,16 @@ from hypaware.core.config_files import (
     read_toml,
     to_toml,
 )
+from hypaware.core.config_json import check_depth, read_json
+from hypaware.core.config_names import local_path_problem, sink_name_problem
 from hypaware.core.errors import ConfigError, Problem
 from hypaware.core.registry import did_you_mean
 from hypaware.core.schedule import check_schedule
 
-__all__ = ["dump_config", "dump_config_text", "load_config"]
+__all__ = ["dump_config", "dump_config_text", "load_config", "load_partial"]
 
 _SINK_KEYS = ("writer", "destination", "plugin", "encoder", "config")
 _TOP_KEYS = ("sinks", "cache", "state_dir")
-
-
-class _Object(dict[str, Any]):
-    """A JSON object that remembers keys it saw more than once."""
-
-    duplicates: tuple[str, ...] = ()
-
-
-def _keep_duplicates(pairs: list[tuple[str, Any]]) -> _Object:
-    out = _Object()
-    dupes: list[str] = []
-    for key, value in pairs:
-        if key in out:
-            dupes.append(key)
-        out[key] = value
-    out.duplicates = tuple(dupes)
-    return out
-
-
-def _duplicate_problems(obj: Any, path: str) -> list[Problem]:
-    problems: list[Problem] = []
-    if isinstance(obj, _Object):
-        for key in obj.duplicates:
-            what = "sink name" if path == "sinks" else "key"
-            problems.append(
-                Problem(join_path(path, key), f"duplicate {what} {key!r}: it may appear once")
-            )
-        for key, value in obj.items():
-            problems.extend(_duplicate_problems(value, join_path(path, key)))
-    elif isinstance(obj, list):
-        for i, value in enumerate(obj):
-            problems.extend(_duplicate_problems(value, f"{path}[{i}]"))
-    return problems
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError.single("", f"config file {str(path)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError.single("", f"cannot read config file {str(path)!r}: {exc}") from None
-    try:
-        doc = json.loads(text, object_pairs_hook=_keep_duplicates)
-    except json.JSONDecodeError as exc:
-        raise ConfigError.single(
-            "", f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    problems = _duplicate_problems(doc, "")
-    if problems:
-        raise ConfigError(problems)
-    return doc
 
 
 def load_config(
@@ -124,40 +74,87 @@ def load_config(
     """Load and check a configuration from a ``.toml`` / ``.json`` file path or a mapping.
 
     ``${NAME}`` references are read from `env` (default ``os.environ``).
-    Raises `ConfigError` listing every problem found, an unset variable
-    among them. Plugin-specific keys are checked (and expanded) later, by
-    `hypaware.resolve`.
+    Raises `ConfigError` listing every problem found, for any input: a file
+    that cannot be read or parsed (named in the message), an unset variable,
+    and anything that is neither a path nor a mapping. Plugin-specific keys
+    are checked (and expanded) later, by `hypaware.resolve`.
     """
-    if isinstance(source, Mapping):
-        doc: Any = source
-    else:
-        path = Path(source)
-        doc = read_toml(path) if config_format(path) == "toml" else _read_json(path)
-        if base_dir is None:
-            base_dir = str(path.resolve().parent)
-    problems: list[Problem] = []
-    doc = expand_document(doc, os.environ if env is None else env, problems)
-    try:
-        config = _structure_document(doc, base_dir)
-    except ConfigError as exc:
-        problems.extend(exc.problems)
+    config, problems = load_partial(source, base_dir=base_dir, env=env)
     if problems:
         raise ConfigError(problems)
     return config
 
 
-def _structure_document(doc: Any, base_dir: str | None) -> HypawareConfig:
+def load_partial(
+    source: str | os.PathLike[str] | Mapping[str, Any],
+    *,
+    base_dir: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[HypawareConfig, list[Problem]]:
+    """The config as far as it could be read, and every problem found on the way.
+
+    A sink whose generic settings are wrong still appears (with defaults in
+    their place) so that its plugins can be checked too: ``check-config``
+    reports everything in one run. A document that cannot be read at all
+    raises `ConfigError`.
+    """
+    doc, base_dir = _read_source(source, base_dir)
     problems: list[Problem] = []
+    doc = expand_document(doc, os.environ if env is None else env, problems)
+    config = _structure_document(doc, base_dir, problems)
+    return config, problems
+
+
+def _read_source(source: Any, base_dir: str | None) -> tuple[Any, str | None]:
+    if isinstance(source, Mapping):
+        check_depth(source, "the config")
+        return source, base_dir
+    if isinstance(source, str | os.PathLike):
+        try:
+            path = Path(source)
+        except TypeError as exc:
+            raise ConfigError.single("", f"not a config file path: {exc}") from None
+        if config_format(path) == "toml":
+            doc = read_toml(path)
+            check_depth(doc, str(path))
+        else:
+            doc = read_json(path)
+        if not isinstance(doc, Mapping):
+            raise ConfigError.single(
+                "", f"{path}: the config must be a JSON object, got {json_type(doc)}"
+            )
+        if base_dir is None:
+            base_dir = str(path.absolute().parent)
+        return doc, base_dir
+    raise ConfigError.single(
+        "",
+        f"load_config takes a path to a .toml or .json file or a mapping (a parsed document), "
+        f"got {type(source).__name__}",
+    )
+
+
+def _structure_document(doc: Any, base_dir: str | None, problems: list[Problem]) -> HypawareConfig:
     if not isinstance(doc, Mapping):
         raise ConfigError.single("", f"the config must be a JSON object, got {json_type(doc)}")
     for key in doc:
         if key not in _TOP_KEYS:
-            problems.append(Problem(str(key), f"unknown key{did_you_mean(str(key), _TOP_KEYS)}"))
+            problems.append(
+                Problem(
+                    str(key),
+                    f"unknown key {str(key)!r} (the top level takes {', '.join(_TOP_KEYS)})"
+                    f"{did_you_mean(str(key), _TOP_KEYS)}",
+                )
+            )
 
     state_dir = doc.get("state_dir", ".hypaware")
-    if not isinstance(state_dir, str) or not state_dir:
+    if not isinstance(state_dir, str):
         problems.append(Problem("state_dir", "expected a non-empty string (a directory)"))
+        state_dir = ".hypaware"
+    elif (why := local_path_problem(state_dir)) is not None:
+        problems.append(Problem("state_dir", f"{why}: give a directory for hypaware's state"))
     cache = structure_config(CacheConfig, doc.get("cache"), "cache", problems)
+    if cache is not None and (why := local_path_problem(cache.path)) is not None:
+        problems.append(Problem("cache.path", f"{why}: give the cache's directory"))
 
     sinks_doc = doc.get("sinks", {})
     specs: list[SinkSpec] = []
@@ -169,13 +166,9 @@ def _structure_document(doc: Any, base_dir: str | None) -> HypawareConfig:
             if spec is not None:
                 specs.append(spec)
 
-    if problems:
-        raise ConfigError(problems)
-    assert cache is not None
-    assert isinstance(state_dir, str)
     return HypawareConfig(
         sinks=tuple(sorted(specs, key=lambda s: s.name)),
-        cache=cache,
+        cache=cache or CacheConfig(),
         state_dir=state_dir,
         base_dir=base_dir,
     )
@@ -192,13 +185,19 @@ class _SinkSettings:
 
 
 def _structure_sink(name: str, entry: Any, problems: list[Problem]) -> SinkSpec | None:
+    """The sink's spec, or None if its plugins cannot even be named.
+
+    Wrong generic settings (schedule, batch limits, datasets) are problems
+    but still give a spec, with defaults in their place, so the resolver can
+    check the sink's plugins in the same run.
+    """
     path = f"sinks.{name}"
-    before = len(problems)
-    if not name or name.strip() != name or "/" in name:
-        problems.append(Problem(path, "sink names must be non-empty, without '/' or outer spaces"))
+    if (why := sink_name_problem(name)) is not None:
+        problems.append(Problem(path, why))
     if not isinstance(entry, Mapping):
         problems.append(Problem(path, f"expected an object, got {json_type(entry)}"))
         return None
+    before = len(problems)
     for key in entry:
         if key not in _SINK_KEYS:
             problems.append(
@@ -206,9 +205,33 @@ def _structure_sink(name: str, entry: Any, problems: list[Problem]) -> SinkSpec 
             )
     for key in ("writer", "destination", "plugin", "encoder"):
         value = entry.get(key)
-        if value is not None and (not isinstance(value, str) or not value):
+        if key in entry and (not isinstance(value, str) or not value):
             problems.append(Problem(f"{path}.{key}", "expected a plugin name (a string)"))
+    _check_shape(entry, path, problems)
 
+    raw = entry.get("config", {})
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        problems.append(Problem(f"{path}.config", f"expected an object, got {json_type(raw)}"))
+        return None
+    if len(problems) > before:
+        # The plugins cannot be named, so only the generic settings can be checked.
+        _settings(name, raw, path, problems)
+        return None
+    settings = _settings(name, raw, path, problems)
+    return SinkSpec(
+        name=name,
+        writer=entry.get("writer"),
+        destination=entry.get("destination"),
+        plugin=entry.get("plugin"),
+        encoder=entry.get("encoder"),
+        config={k: v for k, v in raw.items() if k not in SINK_SETTING_KEYS},
+        **attrs.asdict(settings),
+    )
+
+
+def _check_shape(entry: Mapping[str, Any], path: str, problems: list[Problem]) -> None:
     has_blob = "writer" in entry or "destination" in entry
     has_plugin = "plugin" in entry
     if has_blob and has_plugin:
@@ -239,34 +262,26 @@ def _structure_sink(name: str, entry: Any, problems: list[Problem]) -> SinkSpec 
     if has_plugin and "encoder" in entry:
         problems.append(Problem(f"{path}.encoder", "only blob sinks take an encoder"))
 
-    raw = entry.get("config", {})
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        problems.append(Problem(f"{path}.config", f"expected an object, got {json_type(raw)}"))
-        return None
+
+def _settings(
+    name: str, raw: Mapping[str, Any], path: str, problems: list[Problem]
+) -> _SinkSettings:
+    """The generic settings in `raw`; each wrong one is a problem and its default is used."""
     generic = {k: raw[k] for k in SINK_SETTING_KEYS if k in raw}
-    plugin_keys = {k: v for k, v in raw.items() if k not in SINK_SETTING_KEYS}
     if "datasets" in generic and isinstance(generic["datasets"], list):
         generic["datasets"] = tuple(generic["datasets"])
     settings = structure_config(_SinkSettings, generic, f"{path}.config", problems)
-    if settings is not None:
-        schedule_problem = check_schedule(settings.schedule)
-        if schedule_problem is not None:
-            problems.append(
-                Problem(f"{path}.config.schedule", f"sink {name!r}: {schedule_problem}")
-            )
-    if len(problems) > before or settings is None:
-        return None
-    return SinkSpec(
-        name=name,
-        writer=entry.get("writer"),
-        destination=entry.get("destination"),
-        plugin=entry.get("plugin"),
-        encoder=entry.get("encoder"),
-        config=dict(plugin_keys),
-        **attrs.asdict(settings),
-    )
+    if settings is None:
+        good = {}
+        for key, value in generic.items():
+            if structure_config(_SinkSettings, {key: value}, "", []) is not None:
+                good[key] = value
+        settings = _SinkSettings(**good)
+    schedule_problem = check_schedule(settings.schedule)
+    if schedule_problem is not None:
+        problems.append(Problem(f"{path}.config.schedule", f"sink {name!r}: {schedule_problem}"))
+        settings = attrs.evolve(settings, schedule=DEFAULT_SCHEDULE)
+    return settings
 
 
 def dump_config(config: HypawareConfig) -> dict[str, Any]:

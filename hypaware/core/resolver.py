@@ -2,7 +2,9 @@
 
 `resolve` is pure: it reads no file, opens no socket and constructs no
 plugin, so a configuration can be checked anywhere. `build` is where plugins
-are imported and constructed and secrets are read.
+are imported and constructed and secrets are read. `hypaware.core.checks`
+adds what needs the import system (factories that import, extras that are
+installed) for ``check-config`` and the other commands.
 """
 
 from __future__ import annotations
@@ -16,20 +18,22 @@ import attrs
 
 from hypaware.core.config import SINK_SETTING_KEYS, HypawareConfig, SinkSpec
 from hypaware.core.config_converter import structure_config
-from hypaware.core.config_loader import load_config
+from hypaware.core.config_loader import load_partial
 from hypaware.core.errors import ConfigError, Problem
 from hypaware.core.interpolation import expand_for
 from hypaware.core.manifest import (
+    BLOB_STORE,
     ENCODER,
     QUERYABLE,
     SINK,
     TABLE_FORMAT,
     PluginManifest,
+    tag_problems,
 )
 from hypaware.core.registry import Registry, did_you_mean
 from hypaware.core.secrets import Secret
 
-__all__ = ["BuildContext", "Component", "SinkPlan", "resolve"]
+__all__ = ["BuildContext", "Component", "SinkPlan", "needs", "resolve", "resolve_partial"]
 
 
 @attrs.frozen
@@ -97,37 +101,72 @@ def resolve(
 
     Pure: no I/O and no plugin constructed (with ``registry=None`` the
     default registry is loaded from entry points first; pass one to stay
-    pure). Raises one `ConfigError` listing every problem: unknown plugins
-    (with a did-you-mean), a writer whose requirements its destination does
-    not provide, a table format with no acceptable encoder, unknown or
-    mistyped plugin config keys, and ``${NAME}`` references to variables that
+    pure). Raises one `ConfigError` listing every problem found in one
+    pass: the document's shape and generic settings (for a mapping),
+    unknown plugins (with a did-you-mean), unknown capability or feature
+    tags in their manifests, a writer or encoder whose requirements its
+    destination does not provide (encoders and table formats always need a
+    blob store), a table format with no acceptable encoder, every unknown or
+    invalid plugin config key, and ``${NAME}`` references to variables that
     `env` (default ``os.environ``) does not set. Plugin config strings are
     expanded here, where their types are known; `Secret` fields keep the
     reference, read at build.
     """
     env = os.environ if env is None else env
+    problems: list[Problem] = []
     if not isinstance(config, HypawareConfig):
-        config = load_config(config, env=env)
+        config, problems = load_partial(config, env=env)
     if registry is None:
         registry = Registry.from_entry_points()
-    problems: list[Problem] = []
-    plans = []
-    for spec in config.sinks:
-        plan = _resolve_sink(spec, registry, problems, env)
-        if plan is not None:
-            plans.append(plan)
+    plans = resolve_partial(config, registry, problems, env=env)
     if problems:
         raise ConfigError(problems)
+    return plans
+
+
+def resolve_partial(
+    config: HypawareConfig,
+    registry: Registry,
+    problems: list[Problem],
+    *,
+    env: Mapping[str, str] | None = None,
+) -> tuple[SinkPlan, ...]:
+    """Plans for the sinks that resolve; every problem found is appended to `problems`."""
+    env = os.environ if env is None else env
+    plans = []
+    checked: set[str] = set()
+    for spec in config.sinks:
+        plan = _resolve_sink(spec, registry, problems, checked, env)
+        if plan is not None:
+            plans.append(plan)
     return tuple(plans)
 
 
 def _lookup(
-    registry: Registry, name: str, path: str, problems: list[Problem]
+    registry: Registry, name: str, path: str, problems: list[Problem], checked: set[str]
 ) -> PluginManifest | None:
     manifest = registry.get(name)
     if manifest is None:
         problems.append(Problem(path, f"unknown plugin {name!r}{did_you_mean(name, registry)}"))
+    elif name not in checked:
+        checked.add(name)
+        problems.extend(Problem(path, why) for why in tag_problems(manifest))
     return manifest
+
+
+def needs(manifest: PluginManifest) -> frozenset[str]:
+    """What `manifest` requires, with a blob store for every encoder and table format.
+
+    Encoders and table formats write files, so they are blob-store users by
+    kind whether or not their manifest says so.
+    """
+    if manifest.provides & {ENCODER, TABLE_FORMAT}:
+        return manifest.requires | {BLOB_STORE}
+    return manifest.requires
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[:1] in "aeiou" else f"a {kind}"
 
 
 def _caps(manifest: PluginManifest) -> str:
@@ -135,7 +174,11 @@ def _caps(manifest: PluginManifest) -> str:
 
 
 def _resolve_sink(
-    spec: SinkSpec, registry: Registry, problems: list[Problem], env: Mapping[str, str]
+    spec: SinkSpec,
+    registry: Registry,
+    problems: list[Problem],
+    checked: set[str],
+    env: Mapping[str, str],
 ) -> SinkPlan | None:
     path = f"sinks.{spec.name}"
     label = f"sink {spec.name!r}"
@@ -143,16 +186,16 @@ def _resolve_sink(
 
     if spec.shape == "request":
         assert spec.plugin is not None
-        plugin = _lookup(registry, spec.plugin, f"{path}.plugin", problems)
+        plugin = _lookup(registry, spec.plugin, f"{path}.plugin", problems, checked)
         if plugin is None:
             return None
         if SINK not in plugin.provides:
             problems.append(
                 Problem(
                     f"{path}.plugin",
-                    f"{label}: plugin {plugin.name} is a {plugin.kind} (provides {_caps(plugin)}), "
-                    f"not a request sink ({SINK}); a {plugin.kind} belongs in a blob sink's "
-                    "'writer' + 'destination' pair",
+                    f"{label}: plugin {plugin.name} is {_a(plugin.kind)} "
+                    f"(provides {_caps(plugin)}), not a request sink ({SINK}); "
+                    f"{_a(plugin.kind)} belongs in a blob sink's 'writer' + 'destination' pair",
                 )
             )
             return None
@@ -168,19 +211,21 @@ def _resolve_sink(
 
     assert spec.writer is not None
     assert spec.destination is not None
-    writer = _lookup(registry, spec.writer, f"{path}.writer", problems)
-    destination = _lookup(registry, spec.destination, f"{path}.destination", problems)
+    writer = _lookup(registry, spec.writer, f"{path}.writer", problems, checked)
+    destination = _lookup(registry, spec.destination, f"{path}.destination", problems, checked)
     explicit_encoder = (
-        _lookup(registry, spec.encoder, f"{path}.encoder", problems) if spec.encoder else None
+        _lookup(registry, spec.encoder, f"{path}.encoder", problems, checked)
+        if spec.encoder
+        else None
     )
-    if writer is None or destination is None or len(problems) > before:
+    if writer is None or destination is None or (spec.encoder and explicit_encoder is None):
         return None
 
     if not writer.provides & {ENCODER, TABLE_FORMAT}:
         problems.append(
             Problem(
                 f"{path}.writer",
-                f"{label}: writer {writer.name} is a {writer.kind} (provides {_caps(writer)}); "
+                f"{label}: writer {writer.name} is {_a(writer.kind)} (provides {_caps(writer)}); "
                 f"a writer must provide {ENCODER} or {TABLE_FORMAT}",
             )
         )
@@ -203,7 +248,7 @@ def _resolve_sink(
     for part, role in ((writer, "writer"), (encoder, "encoder")):
         if part is None or (role == "encoder" and part is writer):
             continue
-        for cap in sorted(part.requires - available):
+        for cap in sorted(needs(part) - available):
             problems.append(
                 Problem(
                     path,
@@ -211,12 +256,17 @@ def _resolve_sink(
                     f"destination {destination.name} provides {_caps(destination)}",
                 )
             )
-    if len(problems) > before or encoder is None:
+    if encoder is None:
+        return None
+    if BLOB_STORE not in destination.provides:
+        # Not a blob store at all: its own keys would only add noise to the real
+        # problem (the pair), so only the writer's keys are checked.
+        _structure_components(spec, [writer], path, problems, env, also=_field_names(destination))
         return None
 
     parts = [writer, destination] + ([encoder] if encoder is not writer else [])
     configs = _structure_components(spec, parts, path, problems, env)
-    if configs is None:
+    if configs is None or len(problems) > before:
         return None
     writer_c = Component(writer, configs[0])
     encoder_c = writer_c if encoder is writer else Component(encoder, configs[2])
@@ -297,10 +347,14 @@ def _structure_components(
     path: str,
     problems: list[Problem],
     env: Mapping[str, str],
+    also: Iterable[str] = (),
 ) -> list[Any] | None:
-    """Route each config key to every part that declares it, then structure each part."""
+    """Route each config key to every part that declares it, then structure each part.
+
+    Keys in `also` are known but belong to no part checked here.
+    """
     parts = list(parts)
-    known: set[str] = set()
+    known: set[str] = set(also)
     for part in parts:
         known.update(_field_names(part))
     before = len(problems)
@@ -314,8 +368,6 @@ def _structure_components(
                     f"unknown key for {owners}{did_you_mean(str(key), choices)}",
                 )
             )
-    if len(problems) > before:
-        return None
     configs: list[Any] = []
     for part in parts:
         if part.config_class is None:

@@ -6,6 +6,7 @@ registry loads manifests to check configs without importing any encoder.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal
 
 import attrs
@@ -56,6 +57,11 @@ class ParquetConfig:
     dictionary_page_size: int = attrs.field(default=512 * 1024, validator=positive)
     statistics: bool = True
 
+    def required_modules(self) -> Iterator[tuple[str, str, str]]:
+        """What the chosen options need installed, as (key, module, extra)."""
+        if self.engine == "fastparquet":
+            yield ("engine", "fastparquet", "fastparquet")
+
 
 def _check_engine(value: str) -> None:
     if value == "fastparquet":
@@ -90,3 +96,8 @@ class JsonlConfig:
     compression_level: int | None = None
     target_file_size: int = attrs.field(default=256 * MiB, validator=positive)
     lines_per_chunk: int = attrs.field(default=4096, validator=positive)
+
+    def required_modules(self) -> Iterator[tuple[str, str, str]]:
+        """What the chosen options need installed, as (key, module, extra)."""
+        if self.compression == "zstd":
+            yield ("compression", "zstandard", "zstd")

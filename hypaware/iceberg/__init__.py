@@ -2,7 +2,8 @@
 
 `config` is light (the manifest names its classes); every other module here
 imports pyiceberg and pyarrow, which only the plugin's factory does, once a
-sink is built.
+sink is built. Those need the ``iceberg`` extra:
+``pip install 'hypaware[iceberg]'``.
 
 - `config`: `IcebergConfig` and `CatalogConfig`, and their cross-key checks.
 - `fileio`: a pyiceberg FileIO over the sink's obstore-backed blob store.

@@ -6,6 +6,7 @@ classes, and the registry loads manifests to check configs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -106,6 +107,10 @@ class IcebergConfig:
     target_file_size: int = attrs.field(default=256 * MiB, validator=positive)
     commit_retries: int = attrs.field(default=10, validator=_not_negative)
     commit_backoff: float = attrs.field(default=0.1, validator=positive)
+
+    def required_modules(self) -> Iterator[tuple[str, str, str]]:
+        """What an Iceberg sink needs installed, as (key, module, extra)."""
+        yield ("", "pyiceberg", "iceberg")
 
 
 def check_catalog(config: IcebergConfig, ctx: BuildContext) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -90,6 +90,11 @@ class RequestSinkSettings:
     backoff_budget: float = attrs.field(default=300.0, validator=_non_negative)
     max_attempts: int = attrs.field(default=100, validator=_positive_int)
     allow_insecure_http: bool = False
+
+    def required_modules(self) -> Iterator[tuple[str, str, str]]:
+        """What the chosen options need installed, as (key, module, extra)."""
+        if getattr(self, "compression", None) == "zstd":
+            yield ("compression", "zstandard", "zstd")
 
     def __attrs_post_init__(self) -> None:
         if self.hard_max_chunk_bytes < self.max_chunk_bytes:

@@ -1,1 +1,5 @@
-"""Helpers for testing hypaware and plugins written against it."""
+"""Helpers for testing hypaware and plugins written against it.
+
+The conformance suite and peers need pytest and hypothesis: install the
+``testing`` extra, ``pip install 'hypaware[testing]'``.
+"""

@@ -58,8 +58,8 @@ def test_check_config_lists_every_problem(
     assert main(["check-config", path]) == 2
     err = capsys.readouterr().err.splitlines()
     assert err == [
-        "error: sinks.a.plugin: unknown plugin '@acme/rowlg' (did you mean '@acme/rowlog'?)",
-        "error: sinks.b.config.pth: unknown key for @acme/rowlog (did you mean 'path'?)",
+        f"hypaware check-config: error: {path}: sinks.a.plugin: unknown plugin '@acme/rowlg' (did you mean '@acme/rowlog'?)",
+        f"hypaware check-config: error: {path}: sinks.b.config.pth: unknown key for @acme/rowlog (did you mean 'path'?)",
     ]
 
 

@@ -35,6 +35,7 @@ from tests.driver.helpers import (
     sinks,
     spec,
 )
+from tests.timing import PROMPT
 
 
 def _driver(tmp_path: Path, cache: LocalCache, pairs: list, **kwargs: object) -> ExportDriver:
@@ -81,7 +82,7 @@ async def test_two_sinks_on_different_schedules_export_independently(tmp_path: P
     assert state.last_slot("hourly") == T0 + timedelta(hours=1)
     state.close()
     await driver.close()
-    await asyncio.wait_for(task, 1)
+    await asyncio.wait_for(task, PROMPT)
 
 
 async def test_a_slot_never_fires_twice_across_restarts(tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ async def test_a_slot_never_fires_twice_across_restarts(tmp_path: Path) -> None:
         await clock.advance(timedelta(seconds=30), sleepers=1)  # 00:05
         passes = len(sink.batches)
         await driver.close()
-        await asyncio.wait_for(task, 1)
+        await asyncio.wait_for(task, PROMPT)
     # The second run started before 00:05 again, but 00:05 had fired: it waited for 00:10.
     assert passes == 0
 
@@ -112,7 +113,7 @@ async def test_failing_sink_delays_nobody_and_keeps_its_backlog(tmp_path: Path) 
     )
     started = time.monotonic()
     report = await driver.run_once(backfill=True)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < PROMPT
     assert report.sinks["good"].ok
     assert report.sinks["good"].seconds < 0.5  # it did not wait for the hung sink
     assert set(good.rows) == all_row_ids(cache)
@@ -312,7 +313,7 @@ async def test_schedule_that_never_fires(tmp_path: Path, caplog: pytest.LogCaptu
     assert observer.counters["never"].errors == 1
     assert set(good.rows) == all_row_ids(cache)
     await driver.close()
-    await asyncio.wait_for(task, 1)
+    await asyncio.wait_for(task, PROMPT)
 
 
 async def test_corrupt_segment_is_skipped_and_the_rest_exported(tmp_path: Path) -> None:
