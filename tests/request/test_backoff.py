@@ -44,9 +44,15 @@ NOW = 1_780_000_000.0
         ("\u0663", None),  # an Arabic-Indic digit is not delta-seconds
         ("12", 12.0),
         (" 12 ", 12.0),
-        ("+7", 7.0),
-        ("1.5", 1.5),
-        (".25", 0.25),
+        ("+7", None),  # RFC 9110 delta-seconds has no sign
+        ("+1", None),
+        ("-0", None),
+        ("1.5", 1.5),  # the documented fractional extension
+        (".25", None),
+        ("1.", None),
+        ("1_000", None),
+        ("0x10", None),
+        ("1 2", None),
         ("9" * 40, MAX_RETRY_AFTER),
         ("9" * 65, None),
         (formatdate(NOW + 90, usegmt=True), 90.0),
