@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from hypaware.cli import redact
 from hypaware.core.config_loader import load_config
 from hypaware.core.errors import ConfigError, PluginError, StateError
 from hypaware.export.driver import ExportDriver
@@ -161,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 2
+    redact.install(redact.configured_secrets(config))
     names = args.sink or [s.name for s in config.sinks]
     tty = sys.stdout.isatty() and not args.json
     display = ProgressDisplay(sys.stderr, names, live=tty and sys.stderr.isatty())
