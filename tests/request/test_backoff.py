@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
-from email.utils import formatdate
+from email.utils import formatdate, parsedate_to_datetime
 
 import pytest
 from hypothesis import given
@@ -178,3 +179,24 @@ async def test_sleep_finishes_normally() -> None:
     clock = FakeClock()
     await AbortableSleep(clock.sleep)(2.0)
     assert clock.sleeps == [2.0]
+
+
+_GRAMMAR = re.compile(r"[0-9]+(\.[0-9]+)?")
+
+
+@given(st.text(max_size=20))
+def test_only_digits_or_an_http_date_pace_a_retry(text: str) -> None:
+    """RFC 9110: delta-seconds is 1*DIGIT (plus the documented fraction); else an HTTP-date."""
+    result = parse_retry_after(text, now=NOW)
+    if result is None:
+        return
+    stripped = text.strip()
+    if _GRAMMAR.fullmatch(stripped):
+        assert result == min(float(stripped), MAX_RETRY_AFTER)
+    else:
+        assert parsedate_to_datetime(stripped) is not None
+
+
+@given(st.integers(1, 10**9), st.sampled_from(["+", "-", " +", "0x", "."]))
+def test_a_signed_or_prefixed_number_is_garbage(n: int, prefix: str) -> None:
+    assert parse_retry_after(f"{prefix}{n}", now=NOW) is None

@@ -229,3 +229,21 @@ def test_any_change_to_a_signed_or_routing_part_is_refused(part: str, value: str
     with pytest.raises(WebhookVerificationError):
         verify(changed, changed_body, KEY, now=1_780_000_000.0)
     assert verify(headers, body, KEY, now=1_780_000_000.0).dataset == "events"
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"additional_signing_secrets": ["x-key-1234"], "signing_secret": None}, "needs"),
+        (
+            {"additional_signing_secrets": ["x-key-1234"], "signature_scheme": "body-hmac"},
+            "one key",
+        ),
+        ({"signature_scheme": "sha1"}, "signature_scheme"),
+        ({"idempotency_header": "webhook-id"}, "set by the sink"),
+        ({"headers": {"webhook-signature": "x"}}, "set by the sink itself"),
+    ],
+)
+def test_bad_signing_settings_are_config_errors(config: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        webhook_sink("http://127.0.0.1:9/hook", **config)
