@@ -8,12 +8,15 @@ behaves the same.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from hypaware.blob.errors import translate_error
 from hypaware.core.contracts import BlobStore
-from hypaware.core.errors import NotFoundError, StoreError
+from hypaware.core.errors import NotFoundError, PathError, StoreError
 from hypaware.core.paths import check_list_prefix, check_path, check_prefix
 from hypaware.core.types import ObjectMeta
 
@@ -103,6 +106,14 @@ class ObstoreBlobStore:
       defaults to 8 MiB for remote stores (at least 5 MiB, the S3 minimum)
       and 2 MiB for local and memory stores (at least 1 MiB).
 
+    On a local directory (obstore's LocalStore) no operation goes through a
+    symbolic link below the root: obstore would follow it and write, read,
+    list or delete outside the root, so every existing directory (and the
+    file) on the way is checked first and a link is a `PathError` naming it.
+    The root itself may be a link. A directory swapped for a link between
+    the check and the write is not caught: keep the root writable only by
+    whoever runs the export.
+
     Writes are whole-or-nothing: a single request, or a multipart upload that
     is completed only after the last part (LocalStore writes a hidden
     temporary file and renames it). If the producer of a stream raises, the
@@ -136,6 +147,9 @@ class ObstoreBlobStore:
         self._chunk_size = chunk_size
         self._max_concurrency = max_concurrency
         self._closed = False
+        self._local_root: Path | None = None
+        if type(store).__name__ == "LocalStore":
+            self._local_root = Path(getattr(store, "prefix", None) or "/")
 
     # ------------------------------------------------------------ read-only views
 
@@ -188,6 +202,37 @@ class ObstoreBlobStore:
                 path=path,
             )
 
+    def _no_links(self, key: str, op: str, path: str, checked: set[str] | None = None) -> None:
+        """`PathError` if a component of `key` below a local root is a symbolic link.
+
+        Components that do not exist yet are fine: obstore creates them as
+        real directories. `checked` remembers directories already found
+        clean (one listing checks many keys below the same directories).
+        """
+        if self._local_root is None:
+            return
+        current = self._local_root
+        walked = ""
+        for part in key.split("/"):
+            walked = f"{walked}/{part}" if walked else part
+            current = current / part
+            if checked is not None and walked in checked:
+                continue
+            try:
+                mode = os.lstat(current).st_mode
+            except FileNotFoundError:
+                return
+            except OSError as exc:
+                raise translate_error(exc, label=self._label, op=op, path=path) from exc
+            if stat.S_ISLNK(mode):
+                raise PathError(
+                    f"{self._label}: refusing to {op} {path!r}: {walked!r} below the root "
+                    f"{self._url} is a symbolic link, which could lead outside the root",
+                    path=path,
+                )
+            if checked is not None and stat.S_ISDIR(mode):
+                checked.add(walked)
+
     def _relative(self, key: str) -> str:
         if self._prefix:
             return key[len(self._prefix) + 1 :]
@@ -220,6 +265,7 @@ class ObstoreBlobStore:
         import obstore
 
         op = "create" if if_absent else "write"
+        self._no_links(key, op, path)
         mode: Literal["create", "overwrite"] = "create" if if_absent else "overwrite"
         counter = _Counted()
         payload: Any
@@ -294,6 +340,7 @@ class ObstoreBlobStore:
         """Read a whole object; `NotFoundError` if missing."""
         key = self.key(path)
         self._open("read", path)
+        self._no_links(key, "read", path)
         import obstore
 
         try:
@@ -309,6 +356,7 @@ class ObstoreBlobStore:
         self._open("read", path)
         if start < 0 or end < start:
             raise ValueError(f"invalid range [{start}, {end}) for {path!r}")
+        self._no_links(key, "read", path)
         if start == end:
             await self.head(path)
             return b""
@@ -339,10 +387,15 @@ class ObstoreBlobStore:
 
         body = prefix.rstrip("/")
         full = "/".join(p for p in (self._prefix, body) if p)
+        checked: set[str] = set()
+        if full:
+            self._no_links(full, "list", prefix, checked)
         try:
             stream = obstore.list(self._store, prefix=full or None)
             async for chunk in stream:
                 for raw in chunk:
+                    # obstore's local listing follows links; refuse what it found through one.
+                    self._no_links(raw["path"], "list", prefix or raw["path"], checked)
                     yield self._meta(raw)
         except Exception as exc:
             raise translate_error(exc, label=self._label, op="list", path=prefix or None) from exc
@@ -351,6 +404,7 @@ class ObstoreBlobStore:
         """Metadata of one object; `NotFoundError` if missing."""
         key = self.key(path)
         self._open("read", path)
+        self._no_links(key, "read", path)
         import obstore
 
         try:
@@ -363,6 +417,7 @@ class ObstoreBlobStore:
         """Remove an object; a missing one is not an error on any store."""
         key = self.key(path)
         self._open("delete", path)
+        self._no_links(key, "delete", path)
         import obstore
 
         try:

@@ -104,7 +104,10 @@ class CacheDirectory:
         return info
 
     def has_dataset(self, name: str) -> bool:
-        """Whether `name` is defined (quietly False when the cache directory is missing)."""
+        """Whether `name` is defined (quietly False when the cache directory is missing).
+
+        A name no dataset could have (``../x``, ``a/b``) is a `CacheError`.
+        """
         return self._load_info(name, quiet=True) is not None
 
     def datasets(self) -> Sequence[DatasetInfo]:
@@ -137,6 +140,10 @@ class CacheDirectory:
         return info
 
     def _load_info(self, name: str, *, quiet: bool = False) -> DatasetInfo | None:
+        # Every entry point that takes a dataset name comes through here (or
+        # `_lock`), so a name that would leave the cache directory is refused
+        # before any path is built from it.
+        _check_dataset_name(name)
         if name in self._infos:
             return self._infos[name]
         path = self.path / name / "dataset.json"
@@ -170,6 +177,7 @@ class CacheDirectory:
     # ----------------------------------------------------------- seq counter
 
     def _next_seq(self, dataset: str) -> int:
+        _check_dataset_name(dataset)
         directory = self.path / dataset
         seqs = [self._counter(dataset)]
         for sub, pattern in (("sealed", SEGMENT_NAME), ("sealing", SEALING_NAME)):
@@ -181,6 +189,7 @@ class CacheDirectory:
         return max(seqs) + 1
 
     def _counter(self, dataset: str) -> int:
+        _check_dataset_name(dataset)
         try:
             return int((self.path / dataset / "seq").read_text().strip() or 0)
         except FileNotFoundError:
@@ -192,6 +201,7 @@ class CacheDirectory:
 
     @contextlib.contextmanager
     def _lock(self, dataset: str) -> Iterator[None]:
+        _check_dataset_name(dataset)
         path = self.path / dataset / ".lock"
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -230,7 +240,7 @@ class CacheDirectory:
 
 
 def _check_dataset_name(name: str) -> None:
-    if not _DATASET_NAME.match(name):
+    if not isinstance(name, str) or not _DATASET_NAME.fullmatch(name):
         raise CacheError(
             f"dataset name {name!r} is not usable as a directory: use letters, digits, "
             "'_', '-' and '.', not starting with '.' or '-'"

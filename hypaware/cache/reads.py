@@ -93,8 +93,15 @@ class CacheReads(CacheDirectory):
 
     def partition(self, dataset: str, partition_id: str) -> PartitionRef | None:
         info = self.dataset(dataset)
+        if not isinstance(partition_id, str) or not SEGMENT_NAME.fullmatch(
+            f"{partition_id}.parquet"
+        ):
+            raise CacheError(
+                f"partition id {partition_id!r} of dataset {dataset!r} is not a partition "
+                "id of this cache (<12-digit seq>-<key>, letters, digits, '_' and '-')"
+            )
         path = self.path / dataset / "sealed" / f"{partition_id}.parquet"
-        if not SEGMENT_NAME.match(path.name) or not path.exists():
+        if not path.exists():
             return None
         segment = self._segment(path)
         return None if segment is None else self._ref(info, segment)

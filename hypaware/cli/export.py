@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from hypaware.cli import redact
 from hypaware.cli.common import add_config_argument, checked_config, error, errors, print_table
 from hypaware.cli.logs import LineAwareHandler
 from hypaware.core.errors import ConfigError, PluginError, StateError
@@ -189,6 +190,9 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(checked, int):
         return checked
     config, _plans = checked
+    # httpx and httpcore log headers at DEBUG: only --log-level debug lets them through.
+    debug = ("httpx", "httpcore") if getattr(args, "log_level", None) == "DEBUG" else ()
+    redact.install(redact.configured_secrets(config), debug_loggers=debug)
     names = args.sink or [s.name for s in config.sinks]
     tty = sys.stdout.isatty() and not args.json
     display = ProgressDisplay(

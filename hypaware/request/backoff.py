@@ -3,8 +3,9 @@
 One rule for every loop that talks to a rate-limited server (request sinks,
 a config pull loop):
 
-- A positive ``Retry-After`` (delta-seconds, possibly fractional, or an
-  HTTP-date in the future) is honoured exactly.
+- A positive ``Retry-After`` is honoured exactly: delta-seconds as RFC 9110
+  writes them (ASCII digits only, no sign), the documented extension of a
+  decimal fraction (``1.5``), or an HTTP-date in the future.
 - An absent, empty, garbage, zero or negative value, or a date in the past,
   carries no pacing: the wait comes from the ladder instead (30, 60, 120,
   300 s, then 300 s for ever), one step per fallback wait. Every wait is
@@ -14,6 +15,9 @@ a config pull loop):
   started: the loop gives up with `BudgetExceededError` and the caller
   hands the work back for a later try. `max_attempts` (default 100) bounds
   a server that keeps asking for tiny waits.
+- A unit of work may also have a deadline (a request sink's
+  `request_deadline`): a wait that would end past it is not started either,
+  and `BudgetExceededError` says the deadline, not the budget, stopped it.
 - Waits are abortable: `AbortableSleep.abort()` wakes a parked wait at once
   and it raises `WaitAbortedError`.
 
@@ -51,6 +55,7 @@ __all__ = [
     "Backpressure",
     "BudgetExceededError",
     "BudgetStop",
+    "DeadlineExceededError",
     "LadderWait",
     "Pacer",
     "WaitAbortedError",
@@ -68,7 +73,10 @@ DEFAULT_MAX_ATTEMPTS = 100
 MAX_RETRY_AFTER = 366 * 24 * 3600.0
 """Longer Retry-After values are read as this (a year); they exceed any budget anyway."""
 
-_DELTA = re.compile(r"^\+?(\d+(?:\.\d*)?|\.\d+)$", re.ASCII)
+# RFC 9110 delta-seconds is 1*DIGIT; the one extension (documented in
+# docs/request-sinks.md) is a decimal fraction with digits on both sides.
+# Signs, exponents, a bare "." and non-ASCII digits are garbage.
+_DELTA = re.compile(r"^[0-9]+(?:\.[0-9]+)?$", re.ASCII)
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
@@ -77,8 +85,9 @@ Clock = Callable[[], float]
 def parse_retry_after(value: str | None, *, now: float) -> float | None:
     """Seconds a ``Retry-After`` value asks to wait, or None when it carries no pacing.
 
-    `value` is the header's text: delta-seconds (``"120"``, ``"1.5"``) or an
-    HTTP-date (``"Wed, 21 Oct 2026 07:28:00 GMT"``). `now` is the current
+    `value` is the header's text: delta-seconds (``"120"``; the fractional
+    ``"1.5"`` is a documented extension; ``"+1"``, ``".5"`` and ``"1e3"``
+    are garbage) or an HTTP-date (``"Wed, 21 Oct 2026 07:28:00 GMT"``). `now` is the current
     time in seconds since the epoch. None for absent, empty, garbage (text
     over 64 characters included), zero, negative and past values; a positive
     result is capped at `MAX_RETRY_AFTER`.
@@ -174,15 +183,27 @@ class Backpressure(Exception):
 class BudgetExceededError(HypawareError):
     """A unit of work used up its inline wait budget (or attempts); try it again later."""
 
-    def __init__(self, reason: str, *, waited: float, next_wait: float, attempts: int) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        waited: float,
+        next_wait: float,
+        attempts: int,
+        limit: str = "the inline budget",
+    ) -> None:
         super().__init__(
             f"{reason}; gave up after {attempts} attempt(s) and {waited:g}s of waiting "
-            f"(the next wait of {next_wait:g}s would pass the inline budget)"
+            f"(the next wait of {next_wait:g}s would pass {limit})"
         )
         self.reason = reason
         self.waited = waited
         self.next_wait = next_wait
         self.attempts = attempts
+
+
+class DeadlineExceededError(HypawareError):
+    """A unit of work ran past its deadline (requests and waits together); try it again later."""
 
 
 class WaitAbortedError(HypawareError):
@@ -192,13 +213,20 @@ class WaitAbortedError(HypawareError):
 class Pacer:
     """The wait sequence of one unit of work: honour Retry-After, else climb the ladder."""
 
-    __slots__ = ("_clock", "_policy", "_step", "waited")
+    __slots__ = ("_clock", "_policy", "_step", "_time_left", "past_deadline", "waited")
 
-    def __init__(self, policy: BackoffPolicy, clock: Clock = time.time) -> None:
+    def __init__(
+        self,
+        policy: BackoffPolicy,
+        clock: Clock = time.time,
+        time_left: Clock | None = None,
+    ) -> None:
         self._policy = policy
         self._clock = clock
+        self._time_left = time_left
         self._step = 0
         self.waited = 0.0
+        self.past_deadline = False
 
     def next_wait(self, retry_after: str | None) -> float:
         """The wait before the next attempt; advances the ladder when it falls back to it."""
@@ -214,7 +242,12 @@ class Pacer:
         cap = self._policy.max_attempts
         if cap is not None and attempts >= cap:
             return False
-        return self.waited + wait <= self._policy.budget
+        if self.waited + wait > self._policy.budget:
+            return False
+        if self._time_left is not None and wait >= self._time_left():
+            self.past_deadline = True
+            return False
+        return True
 
 
 @attrs.frozen
@@ -331,12 +364,15 @@ def _give_up(retry_state: RetryCallState) -> None:
     exc = outcome.exception() if outcome else None
     reason = exc.reason if isinstance(exc, Backpressure) else "retries failed"
     stop = retry_state.retry_object.stop
-    waited = stop.pacer.waited if isinstance(stop, BudgetStop) else retry_state.idle_for
+    pacer = stop.pacer if isinstance(stop, BudgetStop) else None
+    waited = pacer.waited if pacer is not None else retry_state.idle_for
+    late = pacer is not None and pacer.past_deadline
     raise BudgetExceededError(
         reason,
         waited=waited,
         next_wait=retry_state.upcoming_sleep,
         attempts=retry_state.attempt_number,
+        limit="the request deadline" if late else "the inline budget",
     ) from exc
 
 
@@ -347,6 +383,7 @@ async def retry_call(
     sleep: Sleep = asyncio.sleep,
     clock: Clock = time.time,
     on_wait: Callable[[Backpressure, float, int], None] | None = None,
+    time_left: Clock | None = None,
 ) -> T:
     """Run `attempt` until it returns, retrying each `Backpressure` it raises per the rule.
 
@@ -354,8 +391,10 @@ async def retry_call(
     next wait would pass the budget, `WaitAbortedError` if `sleep` is an
     aborted `AbortableSleep`, and any other exception of `attempt` at once.
     `on_wait(backpressure, seconds, attempt_number)` is called before each wait.
+    `time_left()`, when given, is the seconds left before a deadline: a wait
+    that would not end before it is not started (`BudgetExceededError`).
     """
-    pacer = Pacer(policy, clock)
+    pacer = Pacer(policy, clock, time_left)
 
     def before_sleep(retry_state: RetryCallState) -> None:
         exc = retry_state.outcome.exception() if retry_state.outcome else None

@@ -71,6 +71,8 @@ class RequestSinkSettings:
       before compression) and `hard_max_chunk_bytes` (default 32 MiB: a
       single row larger than this is refused).
     - `connect_timeout` (default 10 s) and `read_timeout` (default 60 s).
+    - `request_deadline` (default 360 s): the most one chunk may take, every
+      request and wait included; past it the partition is handed back.
     - `backoff_ladder` (default ``[30, 60, 120, 300]`` s), `backoff_budget`
       (default 300 s of waiting per chunk), `max_attempts` (default 100 per chunk).
     - `allow_insecure_http` (default false): allow ``http://`` to a
@@ -84,6 +86,7 @@ class RequestSinkSettings:
     hard_max_chunk_bytes: int = attrs.field(default=32 * 1024 * 1024, validator=_positive_int)
     connect_timeout: float = attrs.field(default=10.0, validator=_positive_number)
     read_timeout: float = attrs.field(default=60.0, validator=_positive_number)
+    request_deadline: float = attrs.field(default=360.0, validator=_positive_number)
     backoff_ladder: tuple[float, ...] = attrs.field(
         default=(30.0, 60.0, 120.0, 300.0), validator=_ladder
     )
@@ -129,7 +132,9 @@ class RequestSinkSettings:
     def timeouts(self) -> Timeouts:
         from hypaware.request.sink import Timeouts
 
-        return Timeouts(connect=self.connect_timeout, read=self.read_timeout)
+        return Timeouts(
+            connect=self.connect_timeout, read=self.read_timeout, deadline=self.request_deadline
+        )
 
 
 def reveal_headers(

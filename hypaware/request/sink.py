@@ -16,6 +16,12 @@ through one httpx client, following `hypaware.request.backoff`:
 - A chunk whose next wait would pass the inline budget stops the partition,
   which comes back in ``retry_partitions`` (``retryable=True``); the rest of
   the batch is not tried, since the endpoint is asking us to slow down.
+- The request deadline (`Timeouts.deadline`) bounds the whole life of one
+  chunk, requests and waits together: a server trickling its reply a byte
+  at a time cannot hold a chunk longer. Past it the partition comes back
+  for a later tick, exactly as when the budget runs out.
+- Only a 2xx body has to decode: a 429 or 5xx is judged by its status
+  whatever its body holds.
 
 `close()` aborts a parked wait or an in-flight request at once and closes
 the client. Secrets given to the sink are scrubbed from every message.
@@ -25,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
@@ -48,12 +53,14 @@ from hypaware.request.backoff import (
     Backpressure,
     BudgetExceededError,
     Clock,
+    DeadlineExceededError,
     Sleep,
     WaitAbortedError,
     retry_call,
 )
 from hypaware.request.chunking import Chunk, ChunkIdentity, ChunkLimits, chunk_batches, compress
 from hypaware.request.endpoints import safe_url
+from hypaware.request.replies import describe, is_tls_error, read_reply, timeout_kind
 from hypaware.request.wire import PermanentRequestError, Reply, Wire, server_message
 
 if TYPE_CHECKING:
@@ -63,7 +70,6 @@ __all__ = ["RequestSink", "Timeouts"]
 
 log = logging.getLogger("hypaware.sinks.request")
 
-_MAX_REPLY = 64 * 1024
 _LADDER_STATUSES = frozenset({408, 425, 500, 502, 504})
 _BACKPRESSURE_STATUSES = frozenset({429, 503})
 _CLOSE_GRACE = 2.0
@@ -71,10 +77,15 @@ _CLOSE_GRACE = 2.0
 
 @attrs.frozen
 class Timeouts:
-    """Seconds to wait for a connection and for each read or write on it."""
+    """Seconds to wait for a connection, for each read or write on it, and for one chunk.
+
+    `deadline` bounds one chunk from its first request to its
+    acknowledgement, every retry and wait included.
+    """
 
     connect: float = 10.0
     read: float = 60.0
+    deadline: float = 360.0
 
 
 class RequestSink(AsyncClosing):
@@ -111,6 +122,7 @@ class RequestSink(AsyncClosing):
         self.codec = codec
         self.policy = policy or BackoffPolicy()
         t = timeouts or Timeouts()
+        self.deadline = t.deadline
         # Very short values would mangle messages more than they could reveal.
         self._secrets = tuple(sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True))
         self._clock = clock
@@ -183,7 +195,7 @@ class RequestSink(AsyncClosing):
             except WaitAbortedError:
                 stop_reason = f"sink {self.name!r} closed before this partition was delivered"
                 retry.append(RetryPartition(part.id, stop_reason))
-            except BudgetExceededError as exc:
+            except (BudgetExceededError, DeadlineExceededError) as exc:
                 reason = self._scrub(f"partition {part.id}: {exc}")
                 retry.append(RetryPartition(part.id, reason))
                 stop_reason = (
@@ -196,7 +208,7 @@ class RequestSink(AsyncClosing):
                 retry.append(RetryPartition(part.id, self._scrub(str(exc))))
             except Exception as exc:
                 # The contract: report, never raise through the driver.
-                reason = self._scrub(f"unexpected {_describe(exc)}")
+                reason = self._scrub(f"unexpected {describe(exc)}")
                 if not unexpected:
                     # A bug, not a destination failure: its traceback once per batch.
                     log.error(
@@ -285,37 +297,53 @@ class RequestSink(AsyncClosing):
     ) -> int:
         headers = self.wire.headers(chunk, identity)
         policy = self.policy
+        loop = asyncio.get_running_loop()
         if deadline is not None:
-            left = max(0.0, deadline - asyncio.get_running_loop().time())
+            left = max(0.0, deadline - loop.time())
             if left < policy.budget:
                 policy = attrs.evolve(policy, budget=left)
+        # Measured on the sink's clock, the one its waits advance, so a
+        # fake-clock test sees waits and the deadline on one time line.
+        chunk_deadline = self._clock() + self.deadline
+
+        stamp = getattr(self.wire, "stamp", None)
+
+        def time_left() -> float:
+            return chunk_deadline - self._clock()
 
         async def attempt() -> int:
-            if opts.on_request is None:
-                reply = await self._abort.run(self._post(url, chunk, headers))
-                return self._judge(reply, chunk, url)
+            # A wire may sign each attempt afresh (the webhook's timestamped signature).
+            sent = stamp(headers, chunk, self._clock()) if stamp is not None else headers
             started_ns = time.time_ns()
             began = time.perf_counter()
             status: int | None = None
             error: str | None = None
             try:
-                reply = await self._abort.run(self._post(url, chunk, headers))
+                try:
+                    async with asyncio.timeout(max(0.0, time_left())):
+                        reply = await self._abort.run(self._post(url, chunk, sent))
+                except TimeoutError:
+                    raise DeadlineExceededError(
+                        f"chunk {chunk.index}: no answer from {safe_url(url)} within the "
+                        f"request deadline of {self.deadline:g}s (requests and waits together)"
+                    ) from None
                 status = reply.status
                 return self._judge(reply, chunk, url)
             except BaseException as exc:
                 error = f"http {status}" if status is not None else type(exc).__name__
                 raise
             finally:
-                opts.on_request(
-                    RequestEvent(
-                        method="POST",
-                        url=safe_url(url),
-                        status=status,
-                        started_ns=started_ns,
-                        seconds=time.perf_counter() - began,
-                        error=error,
+                if opts.on_request is not None:
+                    opts.on_request(
+                        RequestEvent(
+                            method="POST",
+                            url=safe_url(url),
+                            status=status,
+                            started_ns=started_ns,
+                            seconds=time.perf_counter() - began,
+                            error=error,
+                        )
                     )
-                )
 
         def on_wait(exc: Backpressure, seconds: float, attempt_no: int) -> None:
             if opts.on_retry_wait is not None:
@@ -331,7 +359,12 @@ class RequestSink(AsyncClosing):
             )
 
         return await retry_call(
-            attempt, policy, sleep=self._abort, clock=self._clock, on_wait=on_wait
+            attempt,
+            policy,
+            sleep=self._abort,
+            clock=self._clock,
+            on_wait=on_wait,
+            time_left=time_left,
         )
 
     async def _post(self, url: str, chunk: Chunk, headers: dict[str, str]) -> Reply:
@@ -342,29 +375,16 @@ class RequestSink(AsyncClosing):
             async with self._client.stream(
                 "POST", url, content=chunk.body, headers=headers
             ) as resp:
-                body = bytearray()
-                async for part in resp.aiter_bytes():
-                    body += part
-                    if len(body) >= _MAX_REPLY:
-                        break
-                return Reply(
-                    resp.status_code,
-                    {k.lower(): v for k, v in resp.headers.items()},
-                    bytes(body[:_MAX_REPLY]),
-                )
+                return await read_reply(resp, where)
         except httpx.TimeoutException as exc:
-            raise Backpressure(f"POST {where}: {_timeout_kind(exc)}", cause="timeout") from exc
-        except httpx.DecodingError as exc:
-            raise PermanentRequestError(
-                f"POST {where}: the reply could not be decoded ({exc})"
-            ) from exc
+            raise Backpressure(f"POST {where}: {timeout_kind(exc)}", cause="timeout") from exc
         except httpx.TransportError as exc:
-            if _is_tls_error(exc):
+            if is_tls_error(exc):
                 raise PermanentRequestError(
-                    f"POST {where}: TLS handshake failed: {_describe(exc)}; check that the "
+                    f"POST {where}: TLS handshake failed: {describe(exc)}; check that the "
                     "endpoint speaks https and its certificate is trusted"
                 ) from exc
-            raise Backpressure(f"POST {where}: {_describe(exc)}", cause="connection") from exc
+            raise Backpressure(f"POST {where}: {describe(exc)}", cause="connection") from exc
 
     def _judge(self, reply: Reply, chunk: Chunk, url: str) -> int:
         where = safe_url(url)
@@ -406,45 +426,6 @@ class RequestSink(AsyncClosing):
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
-
-
-def _timeout_kind(exc: Exception) -> str:
-    name = type(exc).__name__
-    return {
-        "ConnectTimeout": "timed out connecting",
-        "ReadTimeout": "timed out waiting for the reply",
-        "WriteTimeout": "timed out sending the request",
-        "PoolTimeout": "timed out waiting for a connection",
-    }.get(name, "timed out")
-
-
-_WHAT_FAILED = {
-    "ConnectError": "cannot connect",
-    "ReadError": "the connection failed while reading the reply",
-    "WriteError": "the connection failed while sending the request",
-    "RemoteProtocolError": "the endpoint did not answer with valid HTTP",
-    "LocalProtocolError": "the request could not be sent as valid HTTP",
-    "UnsupportedProtocol": "the URL's scheme is not supported",
-}
-
-
-def _describe(exc: BaseException) -> str:
-    name = type(exc).__name__
-    text = str(exc).strip()
-    what = _WHAT_FAILED.get(name)
-    detail = f"{name}: {text}" if text else name
-    return f"{what} ({detail})" if what else detail
-
-
-def _is_tls_error(exc: BaseException) -> bool:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, ssl.SSLError):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return "SSL" in str(exc) and "CERTIFICATE" in str(exc).upper()
 
 
 if TYPE_CHECKING:

@@ -1,10 +1,10 @@
 """``@hypaware/webhook``: POST rows to any HTTP endpoint, signed and idempotent.
 
 Each chunk is a JSON array or NDJSON body with an idempotency key (the chunk
-id, stable across re-sends) and, when `signing_secret` is set, an
-HMAC-SHA256 signature of the exact body bytes (see ``docs/request-sinks.md``
-for how a receiver verifies it). Backpressure follows the same rule as
-``@hypaware/central``. Config::
+id, stable across re-sends) and, when `signing_secret` is set, a Standard
+Webhooks signature made fresh on every attempt (`hypaware.request.webhook_signing`;
+``docs/request-sinks.md`` shows how a receiver verifies it). Backpressure
+follows the same rule as ``@hypaware/central``. Config::
 
     {"plugin": "@hypaware/webhook",
      "config": {"url": "https://hooks.example.com/hyp", "signing_secret": "${HOOK_KEY}"}}
@@ -12,16 +12,17 @@ for how a receiver verifies it). Backpressure follows the same rule as
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote
 
 import attrs
 
+from hypaware.core.errors import ConfigError
 from hypaware.core.secrets import Secret
 from hypaware.request.endpoints import check_endpoint_url
 from hypaware.request.settings import RequestSinkSettings, check_header_name, reveal_headers
+from hypaware.request.webhook_signing import secret_key, sign, sign_body
 from hypaware.request.wire import Reply
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from hypaware.request.chunking import Chunk, ChunkIdentity, Framing
     from hypaware.request.sink import RequestSink
 
-__all__ = ["WebhookConfig", "WebhookWire", "build_webhook", "sign"]
+__all__ = ["WebhookConfig", "WebhookWire", "build_webhook"]
 
 PLUGIN = "@hypaware/webhook"
 _FIXED = frozenset(
@@ -39,17 +40,18 @@ _FIXED = frozenset(
         "content-length",
         "host",
         "x-hyp-gateway",
+        "x-hyp-sink",
+        "x-hyp-content-sha256",
         "x-hyp-dataset",
         "x-hyp-partition",
         "x-hyp-chunk-index",
         "x-hyp-rows",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
     }
 )
-
-
-def sign(secret: bytes, body: bytes) -> str:
-    """The signature header value for `body`: ``sha256=`` and the hex HMAC-SHA256."""
-    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+Scheme = Literal["standard-webhooks", "body-hmac"]
 
 
 def _header_name(_inst: object, _attribute: attrs.Attribute[str], value: str) -> None:
@@ -62,8 +64,13 @@ class WebhookConfig(RequestSinkSettings):
 
     - `url` (str, required): where every chunk is POSTed, ``https://``.
     - `format` (``"ndjson"`` default, or ``"json-array"``).
-    - `signing_secret` (secret, default none): key of the HMAC-SHA256 body signature.
-    - `signature_header` (default ``"X-Hyp-Signature"``).
+    - `signing_secret` (secret, default none): the signing key; ``whsec_``
+      and base64, or any text.
+    - `additional_signing_secrets` (list of secrets, default none): more keys
+      to sign with during a rotation (one signature each).
+    - `signature_scheme` (``"standard-webhooks"`` default, or the weaker
+      ``"body-hmac"``: body only, no timestamp, no routing, no rotation).
+    - `signature_header` (default ``"X-Hyp-Signature"``; ``body-hmac`` only).
     - `idempotency_header` (default ``"Idempotency-Key"``).
     - `compression` (``"none"`` default, ``"gzip"`` or ``"zstd"``).
     """
@@ -71,6 +78,8 @@ class WebhookConfig(RequestSinkSettings):
     url: str
     format: Literal["ndjson", "json-array"] = "ndjson"
     signing_secret: Secret | None = None
+    additional_signing_secrets: tuple[Secret, ...] = ()
+    signature_scheme: Scheme = "standard-webhooks"
     signature_header: str = attrs.field(default="X-Hyp-Signature", validator=_header_name)
     idempotency_header: str = attrs.field(default="Idempotency-Key", validator=_header_name)
     compression: Literal["none", "gzip", "zstd"] = "none"
@@ -83,10 +92,21 @@ class WebhookConfig(RequestSinkSettings):
             raise ValueError(f"url {exc}") from None
         if self.signature_header.lower() == self.idempotency_header.lower():
             raise ValueError("signature_header and idempotency_header must differ")
+        if self.idempotency_header.lower() in _FIXED:
+            raise ValueError(f"idempotency_header {self.idempotency_header!r} is set by the sink")
+        if self.additional_signing_secrets and self.signing_secret is None:
+            raise ValueError("additional_signing_secrets needs signing_secret")
+        if self.additional_signing_secrets and self.signature_scheme == "body-hmac":
+            raise ValueError("body-hmac signs with one key: drop additional_signing_secrets")
 
 
 class WebhookWire:
-    """Every dataset to one URL; the dataset travels in ``X-Hyp-Dataset``."""
+    """Every dataset to one URL; the dataset travels in ``X-Hyp-Dataset``.
+
+    `secrets` are the signing keys, the first the current one; the
+    signature is made per attempt (`stamp`), so a re-send after a long wait
+    carries a fresh timestamp.
+    """
 
     plugin = PLUGIN
 
@@ -95,7 +115,8 @@ class WebhookWire:
         url: str,
         *,
         framing: Framing = "ndjson",
-        secret: str | None = None,
+        secrets: Sequence[str] = (),
+        scheme: Scheme = "standard-webhooks",
         signature_header: str = "X-Hyp-Signature",
         idempotency_header: str = "Idempotency-Key",
         gateway: str,
@@ -104,14 +125,16 @@ class WebhookWire:
         self._url = url
         self.framing: Framing = framing
         self.content_type = "application/x-ndjson" if framing == "ndjson" else "application/json"
-        self._key = secret.encode("utf-8") if secret else None
+        self._keys = tuple(secret_key(s) for s in secrets if s)
+        self._scheme: Scheme = scheme
         self._signature_header = signature_header
         self._idempotency_header = idempotency_header
         self._gateway = gateway
         self._extra = dict(extra or {})
 
     def __repr__(self) -> str:
-        return f"WebhookWire({self._url!r}, signed={self._key is not None})"
+        signed = self._scheme if self._keys else "no"
+        return f"WebhookWire({self._url!r}, signed={signed!r})"
 
     def url(self, dataset: str) -> str:
         return self._url
@@ -121,7 +144,10 @@ class WebhookWire:
             **self._extra,
             "Content-Type": self.content_type,
             self._idempotency_header: chunk.id,
+            "webhook-id": chunk.id,
             "X-Hyp-Gateway": self._gateway,
+            "X-Hyp-Sink": quote(identity.sink, safe=""),
+            "X-Hyp-Content-Sha256": chunk.digest,
             "X-Hyp-Dataset": quote(identity.dataset, safe=""),
             "X-Hyp-Partition": quote(identity.partition, safe=""),
             "X-Hyp-Chunk-Index": str(chunk.index),
@@ -129,9 +155,20 @@ class WebhookWire:
         }
         if chunk.content_encoding:
             headers["Content-Encoding"] = chunk.content_encoding
-        if self._key is not None:
-            headers[self._signature_header] = sign(self._key, chunk.body)
+        if self._keys and self._scheme == "body-hmac":
+            headers[self._signature_header] = sign_body(self._keys[0], chunk.body)
         return headers
+
+    def stamp(self, headers: dict[str, str], chunk: Chunk, now: float) -> dict[str, str]:
+        """`headers` with this attempt's ``webhook-timestamp`` and ``webhook-signature``."""
+        if not self._keys or self._scheme != "standard-webhooks":
+            return headers
+        timestamp = int(now)
+        return {
+            **headers,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": sign(self._keys, chunk.id, timestamp, chunk.body),
+        }
 
     def check_ack(self, reply: Reply, chunk: Chunk) -> int:
         # Receivers answer 2xx in many shapes; the status is the acknowledgement.
@@ -145,11 +182,23 @@ def build_webhook(config: WebhookConfig, ctx: BuildContext) -> RequestSink:
     reserved = _FIXED | {config.signature_header.lower(), config.idempotency_header.lower()}
     extra = reveal_headers(config.headers, ctx, reserved)
     secret = ctx.reveal(config.signing_secret, "signing_secret")
+    extra_secrets = [
+        ctx.reveal(s, f"additional_signing_secrets.{i}") or ""
+        for i, s in enumerate(config.additional_signing_secrets)
+    ]
+    secrets = [s for s in (secret, *extra_secrets) if s]
+    for i, s in enumerate(secrets):
+        try:
+            secret_key(s)
+        except ValueError as exc:
+            where = "signing_secret" if i == 0 else f"additional_signing_secrets.{i - 1}"
+            raise ConfigError.single(f"sinks.{ctx.sink_name}.config.{where}", str(exc)) from None
     gateway = config.gateway()
     wire = WebhookWire(
         config.url,
         framing=config.format,
-        secret=secret,
+        secrets=secrets,
+        scheme=config.signature_scheme,
         signature_header=config.signature_header,
         idempotency_header=config.idempotency_header,
         gateway=gateway,
@@ -163,5 +212,5 @@ def build_webhook(config: WebhookConfig, ctx: BuildContext) -> RequestSink:
         codec=config.compression,
         policy=config.policy(),
         timeouts=config.timeouts(),
-        secrets=(*(s for s in (secret,) if s), *extra.values()),
+        secrets=(*secrets, *extra.values()),
     )

@@ -196,7 +196,7 @@ def test_bytes_that_are_not_utf8_name_the_file(tmp_path: Path) -> None:
 
 
 def test_load_config_says_what_it_takes() -> None:
-    with pytest.raises(ConfigError, match="a path to a .toml or .json file or a mapping"):
+    with pytest.raises(ConfigError, match=r"a path to a \.toml or \.json file or a mapping"):
         load_config(42)  # type: ignore[arg-type]
     deep: Any = {}
     for _ in range(MAX_DEPTH + 5):

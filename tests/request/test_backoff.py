@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
-from email.utils import formatdate
+from email.utils import formatdate, parsedate_to_datetime
 
 import pytest
 from hypothesis import given
@@ -45,9 +46,15 @@ NOW = 1_780_000_000.0
         ("\u0663", None),  # an Arabic-Indic digit is not delta-seconds
         ("12", 12.0),
         (" 12 ", 12.0),
-        ("+7", 7.0),
-        ("1.5", 1.5),
-        (".25", 0.25),
+        ("+7", None),  # RFC 9110 delta-seconds has no sign
+        ("+1", None),
+        ("-0", None),
+        ("1.5", 1.5),  # the documented fractional extension
+        (".25", None),
+        ("1.", None),
+        ("1_000", None),
+        ("0x10", None),
+        ("1 2", None),
         ("9" * 40, MAX_RETRY_AFTER),
         ("9" * 65, None),
         (formatdate(NOW + 90, usegmt=True), 90.0),
@@ -173,3 +180,24 @@ async def test_sleep_finishes_normally() -> None:
     clock = FakeClock()
     await AbortableSleep(clock.sleep)(2.0)
     assert clock.sleeps == [2.0]
+
+
+_GRAMMAR = re.compile(r"[0-9]+(\.[0-9]+)?")
+
+
+@given(st.text(max_size=20))
+def test_only_digits_or_an_http_date_pace_a_retry(text: str) -> None:
+    """RFC 9110: delta-seconds is 1*DIGIT (plus the documented fraction); else an HTTP-date."""
+    result = parse_retry_after(text, now=NOW)
+    if result is None:
+        return
+    stripped = text.strip()
+    if _GRAMMAR.fullmatch(stripped):
+        assert result == min(float(stripped), MAX_RETRY_AFTER)
+    else:
+        assert parsedate_to_datetime(stripped) is not None
+
+
+@given(st.integers(1, 10**9), st.sampled_from(["+", "-", " +", "0x", "."]))
+def test_a_signed_or_prefixed_number_is_garbage(n: int, prefix: str) -> None:
+    assert parse_retry_after(f"{prefix}{n}", now=NOW) is None

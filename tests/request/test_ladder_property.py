@@ -3,7 +3,7 @@
 Drives a real `RequestSink` through a scripted transport and a fake clock:
 every wait is > 0, a positive Retry-After is honoured exactly, the other
 waits follow the ladder 30, 60, 120, 300, 300, ..., the waits of one chunk
-never add up past the budget, and past it the partition comes back for
+never add up past the budget or the request deadline, and past them the partition comes back for
 retry (never dropped). Every re-send is byte-identical with the same id.
 """
 
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hypaware.core.types import ExportOptions
 from hypaware.request.backoff import MAX_RETRY_AFTER, BackoffPolicy
 from hypaware.request.central import CentralWire
-from hypaware.request.sink import RequestSink
+from hypaware.request.sink import RequestSink, Timeouts
 
 from .helpers import FakeClock, ScriptedTransport, make_export, make_partition
 
@@ -82,8 +82,12 @@ def _responder(status: int | str, spec: tuple, clock: FakeClock):
     return respond
 
 
-def _expected(script: list[tuple], budget: float) -> tuple[list[float], bool]:
-    """The waits the spec asks for, and whether the chunk gives up."""
+def _expected(script: list[tuple], budget: float, deadline: float) -> tuple[list[float], bool]:
+    """The waits the spec asks for, and whether the chunk gives up.
+
+    Answers take no time on the fake clock, so the chunk's age is the sum of
+    its waits; a wait that would not end before the deadline is not started.
+    """
     waits: list[float] = []
     step = 0
     now = NOW
@@ -92,15 +96,19 @@ def _expected(script: list[tuple], budget: float) -> tuple[list[float], bool]:
         if wait is None:
             wait = LADDER[min(step, len(LADDER) - 1)]
             step += 1
-        if sum(waits) + wait > budget:
+        if sum(waits) + wait > budget or sum(waits) + wait >= deadline:
             return waits, True
         waits.append(wait)
         now += wait
     return waits, False
 
 
-@given(answers, st.sampled_from([300.0, 0.0, 45.0, 1000.0]))
-def test_ladder_and_budget_for_any_answers(script, budget) -> None:
+@given(
+    answers,
+    st.sampled_from([300.0, 0.0, 45.0, 1000.0]),
+    st.sampled_from([360.0, 100.0, 1e12]),
+)
+def test_ladder_and_budget_for_any_answers(script, budget, deadline) -> None:
     clock = FakeClock(NOW)
     transport = ScriptedTransport([_responder(s, spec, clock) for s, spec in script])
     sink = RequestSink(
@@ -108,6 +116,7 @@ def test_ladder_and_budget_for_any_answers(script, budget) -> None:
         CentralWire("https://central.example", "tok-secret-123", "gw"),
         gateway="gw",
         policy=BackoffPolicy(ladder=LADDER, budget=budget),
+        timeouts=Timeouts(deadline=deadline),
         transport=transport,
         sleep=clock.sleep,
         clock=clock,
@@ -121,11 +130,12 @@ def test_ladder_and_budget_for_any_answers(script, budget) -> None:
             await sink.close()
 
     result = asyncio.run(run())
-    waits, gave_up = _expected(script, budget)
+    waits, gave_up = _expected(script, budget, deadline)
 
     assert all(w > 0 for w in clock.sleeps)
     assert clock.sleeps == waits
     assert sum(clock.sleeps) <= budget
+    assert sum(clock.sleeps) < deadline
     if gave_up:
         assert result.exported == ()
         (retry,) = result.retry_partitions

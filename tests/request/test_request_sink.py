@@ -20,7 +20,7 @@ from hypaware.core.types import ExportOptions, PartitionRef
 from hypaware.request.backoff import BackoffPolicy
 from hypaware.request.central import CentralWire
 from hypaware.request.chunking import ChunkLimits
-from hypaware.request.sink import RequestSink
+from hypaware.request.sink import RequestSink, Timeouts
 from tests.timing import PROMPT
 
 from .helpers import (
@@ -202,11 +202,28 @@ async def test_transport_errors_follow_the_ladder() -> None:
     ]
     transport = ScriptedTransport(script)
     clock = FakeClock()
-    sink = make_sink(transport, clock, policy=BackoffPolicy(budget=10_000))
+    sink = make_sink(
+        transport, clock, policy=BackoffPolicy(budget=10_000), timeouts=Timeouts(deadline=10_000)
+    )
     result = await sink.export_batch(make_export([make_partition("p1", 0, 5)]), ExportOptions())
     await sink.close()
     assert result.exported == ("p1",)
     assert clock.sleeps == [30.0, 60.0, 120.0, 300.0]
+
+
+async def test_the_request_deadline_stops_waits_the_budget_would_allow() -> None:
+    transport = ScriptedTransport([json_error(503, "busy")] * 10)
+    clock = FakeClock()
+    sink = make_sink(
+        transport, clock, policy=BackoffPolicy(budget=10_000), timeouts=Timeouts(deadline=200)
+    )
+    result = await sink.export_batch(make_export([make_partition("p1", 0, 5)]), ExportOptions())
+    await sink.close()
+    # 30 + 60 = 90 s waited; the next 120 s wait would end past the 200 s deadline.
+    assert clock.sleeps == [30.0, 60.0]
+    (retry,) = result.retry_partitions
+    assert retry.retryable and "request deadline" in retry.reason
+    assert len(transport.requests) == 3
 
 
 async def test_a_row_over_the_hard_cap_is_permanent_and_sends_nothing() -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 from collections.abc import Iterator
@@ -16,18 +14,14 @@ from hypaware import build, resolve
 from hypaware.core.types import ExportOptions
 from hypaware.request.backoff import BackoffPolicy
 from hypaware.request.sink import RequestSink
-from hypaware.request.webhook import WebhookWire, sign
+from hypaware.request.webhook import WebhookWire
+from hypaware.request.webhook_signing import sign_body
 from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
+from hypaware.webhooks import WebhookVerificationError, verify, verify_body
 
 from .helpers import FakeClock, ScriptedTransport, make_export, make_partition, ok
 
 KEY = "hook-key-0123456789abcdef"
-
-
-def verify(secret: bytes, body: bytes, header: str) -> bool:
-    """What a receiver does (the snippet in docs/request-sinks.md)."""
-    expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(expected, header)
 
 
 @pytest.fixture
@@ -85,13 +79,14 @@ async def test_rows_arrive_once_signed_through_backpressure(
 async def test_signature_and_idempotency_key_are_stable() -> None:
     bodies = []
     keys = []
-    for _ in range(2):
+    for attempt in range(2):
         transport = ScriptedTransport(default=ok)
-        clock = FakeClock()
-        wire = WebhookWire("https://hooks.example/in", secret=KEY, gateway="gw")
+        clock = FakeClock(1_780_000_000.0 + attempt * 1000)
+        wire = WebhookWire("https://hooks.example/in", secrets=[KEY], gateway="gw")
         sink = RequestSink(
-            "hook", wire, gateway="gw", transport=transport, sleep=clock.sleep, secrets=[KEY]
-        )
+            "hook", wire, gateway="gw", transport=transport, sleep=clock.sleep, clock=clock,
+            secrets=[KEY],
+        )  # fmt: skip
         result = await sink.export_batch(
             make_export([make_partition("p1", 0, 10)], sink="hook"), ExportOptions()
         )
@@ -99,14 +94,50 @@ async def test_signature_and_idempotency_key_are_stable() -> None:
         assert result.exported == ("p1",)
         (request,) = transport.requests
         body = transport.bodies[0]
-        assert request.headers["X-Hyp-Signature"] == sign(KEY.encode(), body)
-        assert verify(KEY.encode(), body, request.headers["X-Hyp-Signature"])
-        assert not verify(KEY.encode(), body + b" ", request.headers["X-Hyp-Signature"])
-        assert not verify(b"other-key", body, request.headers["X-Hyp-Signature"])
+        headers = dict(request.headers)
+        hook = verify(headers, body, KEY, now=clock.now)
+        assert hook.id == headers["idempotency-key"] == headers["webhook-id"]
+        assert (hook.dataset, hook.sink, hook.partition) == ("events", "hook", "p1")
+        assert headers["webhook-timestamp"] == str(int(clock.now))
+        with pytest.raises(WebhookVerificationError, match="webhook-signature"):
+            verify(headers, body + b" ", KEY, now=clock.now)
+        with pytest.raises(WebhookVerificationError, match="webhook-signature"):
+            verify(headers, body, "other-key", now=clock.now)
+        assert "X-Hyp-Signature" not in request.headers
         bodies.append(body)
         keys.append(request.headers["Idempotency-Key"])
         assert KEY not in repr(sink) + repr(wire)
     assert bodies[0] == bodies[1] and keys[0] == keys[1]
+
+
+async def test_body_hmac_is_kept_behind_its_option(receiver: WebhookReceiver) -> None:
+    transport = ScriptedTransport(default=ok)
+    wire = WebhookWire("https://hooks.example/in", secrets=[KEY], scheme="body-hmac", gateway="gw")
+    sink = RequestSink("hook", wire, gateway="gw", transport=transport, secrets=[KEY])
+    result = await sink.export_batch(
+        make_export([make_partition("p1", 0, 10)], sink="hook"), ExportOptions()
+    )
+    await sink.close()
+    assert result.exported == ("p1",)
+    (request,) = transport.requests
+    body = transport.bodies[0]
+    assert request.headers["X-Hyp-Signature"] == sign_body(KEY.encode(), body)
+    assert verify_body(KEY, body, request.headers["X-Hyp-Signature"])
+    assert not verify_body(KEY, body + b" ", request.headers["X-Hyp-Signature"])
+    assert "webhook-signature" not in request.headers
+
+
+async def test_body_hmac_end_to_end() -> None:
+    with run_webhook_receiver(KEY, scheme="body-hmac") as receiver:
+        sink = webhook_sink(receiver.url, signature_scheme="body-hmac")
+        try:
+            result = await sink.export_batch(
+                make_export([make_partition("p1", 0, 7)], sink="hook"), ExportOptions()
+            )
+        finally:
+            await sink.close()
+        assert result.exported == ("p1",)
+        assert [r["seq"] for r in receiver.rows_of("events")] == list(range(7))
 
 
 async def test_unsigned_webhook_and_custom_header_names() -> None:

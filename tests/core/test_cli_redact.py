@@ -1,0 +1,175 @@
+"""The CLI's logs never hold a configured secret, whichever library logs it."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hypaware import build, resolve
+from hypaware.cli import main
+from hypaware.cli.redact import HTTP_LOGGERS, SecretRedactor, configured_secrets, install
+from hypaware.core.types import ExportOptions
+from hypaware.request.sink import RequestSink
+from tests.request.helpers import make_export, make_partition
+
+TOKEN = "tok-echoed-7f3a9c2b1d"
+SIGNING = "sign-key-5e6d7c8b9a"
+
+
+class EchoServer:
+    """Answers every POST, echoing the request's credentials back in response headers.
+
+    The first answer is a 503 whose body also echoes them; later ones are 200.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                server.count += 1
+                auth = self.headers.get("X-Api-Key", "")
+                body = f"denied for {auth}".encode() if server.count == 1 else b""
+                self.send_response(503 if server.count == 1 else 200)
+                self.send_header("X-Echo-Key", auth)
+                self.send_header("X-Echo-Signature", self.headers.get("webhook-signature", ""))
+                self.send_header("Retry-After", "0.01")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http.server_address[1]}/in"
+
+
+@pytest.fixture
+def echo() -> Iterator[EchoServer]:
+    server = EchoServer()
+    thread = threading.Thread(target=server.http.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.http.shutdown()
+        server.http.server_close()
+        thread.join(2)
+
+
+def hook_config(url: str) -> dict[str, Any]:
+    return {
+        "url": url,
+        "signing_secret": "${HOOK_SIGNING}",
+        "headers": {"X-Api-Key": "${HOOK_TOKEN}"},
+        "backoff_ladder": [0.01],
+        "backoff_budget": 5,
+    }
+
+
+def test_export_verbose_never_prints_the_echoed_token(tmp_path: Path, echo: EchoServer) -> None:
+    root = tmp_path / "demo"
+    assert main(["demo", "--dir", str(root)]) == 0
+    config = json.loads((root / "hypaware.json").read_text())
+    config["sinks"] = {"hook": {"plugin": "@hypaware/webhook", "config": hook_config(echo.url)}}
+    (root / "hypaware.json").write_text(json.dumps(config))
+    env = {**os.environ, "HOOK_TOKEN": TOKEN, "HOOK_SIGNING": SIGNING}
+    argv = ["export", "--config", str(root / "hypaware.json"), "--once", "--backfill", "-v"]
+    done = subprocess.run(
+        [sys.executable, "-m", "hypaware", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert echo.count >= 2  # the 503 echoing the token, then the deliveries
+    assert "retrying" in done.stderr  # -v really logged the backpressure
+    for text in (done.stdout, done.stderr):
+        assert TOKEN not in text and SIGNING not in text
+
+
+async def test_httpcore_debug_headers_are_redacted(echo: EchoServer) -> None:
+    """With httpcore at DEBUG (asked for by name), the echoed headers are logged, masked."""
+    (plan,) = resolve({"sinks": {"hook": {"plugin": "@hypaware/webhook", "config": hook_config(echo.url)}}})  # fmt: skip
+    secrets = configured_secrets(
+        {"sinks": {"hook": {"plugin": "@hypaware/webhook", "config": hook_config(echo.url)}}},
+        env={"HOOK_TOKEN": TOKEN, "HOOK_SIGNING": SIGNING},
+    )
+    assert sorted(secrets) == sorted([TOKEN, SIGNING])
+    logger = logging.getLogger("httpcore")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    saved = {name: logging.getLogger(name).level for name in HTTP_LOGGERS}
+    logger.addHandler(handler)
+    try:
+        install(secrets, debug_loggers=["httpcore"], root=logger)
+        logger.setLevel(logging.DEBUG)
+        sink = build(plan, env={"HOOK_TOKEN": TOKEN, "HOOK_SIGNING": SIGNING})
+        assert isinstance(sink, RequestSink)
+        try:
+            result = await sink.export_batch(
+                make_export([make_partition("p1", 0, 3)], sink="hook"), ExportOptions()
+            )
+        finally:
+            await sink.close()
+        assert result.exported == ("p1",)
+    finally:
+        logger.removeHandler(handler)
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+    text = stream.getvalue()
+    assert "X-Echo-Key" in text and "***" in text  # the header was logged, its value masked
+    assert TOKEN not in text and SIGNING not in text
+
+
+def test_install_holds_http_loggers_at_warning_unless_named() -> None:
+    saved = {name: logging.getLogger(name).level for name in HTTP_LOGGERS}
+    root = logging.getLogger("hypaware-test-root")
+    try:
+        install([], root=root)
+        assert all(logging.getLogger(n).level == logging.WARNING for n in HTTP_LOGGERS)
+        logging.getLogger("httpx").setLevel(logging.DEBUG)
+        install([], debug_loggers=["httpx"], root=root)
+        assert logging.getLogger("httpx").level == logging.DEBUG
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def test_the_filter_masks_message_args_exceptions_and_extras() -> None:
+    redactor = SecretRedactor(["s3cr3t-value", "ab"])
+    try:
+        raise ValueError("bad s3cr3t-value")
+    except ValueError:
+        record = logging.LogRecord(
+            "x", logging.ERROR, __file__, 1, "got %s and %r", ("s3cr3t-value", b"s3cr3t-value"),
+            sys.exc_info(),
+        )  # fmt: skip
+    record.url = "https://h/?k=s3cr3t-value"
+    assert redactor.filter(record)
+    text = logging.Formatter("%(message)s %(url)s").format(record)
+    assert "s3cr3t-value" not in text and text.count("***") >= 3
+    # "ab" is too short to mask (it would mangle every log line): only one secret counts.
+    assert repr(redactor) == "SecretRedactor(1 secrets)"

@@ -1,0 +1,199 @@
+"""@hypaware/local-fs never writes, reads, lists or deletes through a symbolic link below its root.
+
+Each case plants one link (to a directory or a file outside the root) where
+a real export would write, runs the export through a sink built from config,
+and checks that nothing outside the root changed and that every partition
+came back as a sink failure naming the link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hypaware
+from hypaware import load_config
+from hypaware.blob.sink import BlobSink
+from hypaware.blob.store import ObstoreBlobStore
+from hypaware.core.errors import PathError
+from hypaware.core.types import ExportOptions
+from hypaware.destinations.local_fs import LocalFsConfig, create
+
+from ..blob.data import registry, rich_batch
+
+OPTS = ExportOptions()
+
+
+def build_sink(base: Path, root: Path) -> BlobSink:
+    doc = {
+        "state_dir": str(base / "state"),
+        "sinks": {
+            "archive": {
+                "writer": "@hypaware/format-jsonl",
+                "destination": "@hypaware/local-fs",
+                "config": {"root": str(root)},
+            }
+        },
+    }
+    loaded = load_config(doc)
+    (plan,) = hypaware.resolve(loaded, registry())
+    sink = hypaware.build(plan, config=loaded)
+    assert isinstance(sink, BlobSink)
+    return sink
+
+
+def snapshot(directory: Path) -> dict[str, bytes | str]:
+    """Every entry under `directory` (not following links) with its bytes or link target."""
+    out: dict[str, bytes | str] = {}
+    for dirpath, dirnames, filenames in os.walk(directory):
+        for name in dirnames + filenames:
+            path = Path(dirpath, name)
+            rel = str(path.relative_to(directory))
+            if path.is_symlink():
+                out[rel] = "-> " + os.readlink(path)
+            elif path.is_file():
+                out[rel] = path.read_bytes()
+            else:
+                out[rel] = "dir"
+    return out
+
+
+def written_paths() -> list[str]:
+    """The relative paths a clean export of the test batch writes (learned once)."""
+    if not _PATHS:
+        with tempfile.TemporaryDirectory() as tmp:
+            base = Path(tmp)
+            sink = build_sink(base, base / "root")
+
+            async def run() -> None:
+                try:
+                    result = await sink.export_batch(rich_batch(parts=2, rows=30), OPTS)
+                    assert result.retry_partitions == ()
+                finally:
+                    await sink.close()
+
+            asyncio.run(run())
+            _PATHS.extend(
+                str(p.relative_to(base / "root"))
+                for p in sorted((base / "root").rglob("*"))
+                if p.is_file()
+            )
+    return _PATHS
+
+
+_PATHS: list[str] = []
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    depth=st.sampled_from(["dataset", "day", "file", "nested"]),
+    target=st.sampled_from(["dir", "file"]),
+    relative=st.booleans(),
+    which=st.integers(0, 10),
+)
+def test_no_byte_is_written_through_a_symlink(
+    depth: str, target: str, relative: bool, which: int
+) -> None:
+    paths = written_paths()
+    chosen = Path(paths[which % len(paths)])
+    dataset_dir, day_dir = chosen.parts[0], Path(*chosen.parts[:2])
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        root, outside = base / "root", base / "outside"
+        root.mkdir()
+        outside.mkdir()
+        (outside / "keep.txt").write_bytes(b"precious")
+        if depth == "nested":
+            # The link sits at the dataset level; outside already has the day directory.
+            (outside / day_dir.name).mkdir()
+            link, link_target = root / dataset_dir, outside
+        elif target == "file":
+            link_at = {"dataset": dataset_dir, "day": day_dir, "file": chosen}[depth]
+            link, link_target = root / link_at, outside / "keep.txt"
+        else:
+            link_at = {"dataset": dataset_dir, "day": day_dir, "file": chosen}[depth]
+            link, link_target = root / link_at, outside
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(link_target, link.parent) if relative else link_target)
+        before = snapshot(outside)
+        sink = build_sink(base, root)
+
+        async def run() -> Any:
+            try:
+                return await sink.export_batch(rich_batch(parts=2, rows=30), OPTS)
+            finally:
+                await sink.close()
+
+        result = asyncio.run(run())
+        assert snapshot(outside) == before, "something was written outside the root"
+        assert result.exported == ()
+        assert len(result.retry_partitions) == 2
+        reasons = [r.reason for r in result.retry_partitions]
+        assert all("sink 'archive'" in r for r in reasons), reasons
+        assert any(f"{link.relative_to(root)}' below the root" in r for r in reasons), reasons
+        # No temporary or partial file anywhere; files of other days are whole and real.
+        for path in root.rglob("*"):
+            assert "#" not in path.name, path
+            if path.is_file() and not path.is_symlink():
+                assert path.resolve().is_relative_to(root.resolve())
+
+
+def test_a_symlinked_root_is_allowed(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    sink = build_sink(tmp_path, tmp_path / "link")
+
+    async def run() -> Any:
+        try:
+            return await sink.export_batch(rich_batch(parts=1, rows=10), OPTS)
+        finally:
+            await sink.close()
+
+    result = asyncio.run(run())
+    assert result.retry_partitions == () and len(result.exported) == 1
+    assert [p for p in real.rglob("*") if p.is_file()]
+
+
+class _Ctx:
+    sink_name = "archive"
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+
+    def resolve_path(self, text: str) -> Path:
+        return self.base / text
+
+
+async def test_reads_lists_and_deletes_through_a_link_are_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "d").mkdir(parents=True)
+    (outside / "d" / "secret.txt").write_bytes(b"not yours")
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "ds").symlink_to(outside)
+    store = create(LocalFsConfig(root="root"), _Ctx(tmp_path))  # type: ignore[arg-type]
+    assert isinstance(store, ObstoreBlobStore)
+    for call in (
+        lambda: store.get("ds/d/secret.txt"),
+        lambda: store.get_range("ds/d/secret.txt", 0, 3),
+        lambda: store.head("ds/d/secret.txt"),
+        lambda: store.delete("ds/d/secret.txt"),
+        lambda: store.put("ds/d/new.txt", b"x"),
+    ):
+        with pytest.raises(PathError, match=r"'ds' below the root .* is a symbolic link"):
+            await call()
+    with pytest.raises(PathError, match="symbolic link"):
+        [m async for m in store.list("ds")]
+    with pytest.raises(PathError, match="symbolic link"):
+        [m async for m in store.list()]
+    assert (outside / "d" / "secret.txt").read_bytes() == b"not yours"
+    assert sorted(p.name for p in (outside / "d").iterdir()) == ["secret.txt"]
+    await store.close()
