@@ -122,4 +122,6 @@ def translate_error(exc: BaseException, *, label: str, op: str, path: str | None
         return TransientStoreError(f"{where}: temporary failure{because}", path=path)
     if isinstance(exc, (ValueError, obx.InvalidPathError)) and "path" in text.lower():
         return PathError(f"{where}: the store refused the path", path=path)
+    if not desc and isinstance(exc, OSError) and exc.strerror:
+        desc = exc.strerror  # a local filesystem's own words ("Not a directory")
     return StoreError(f"{where}: {desc or type(exc).__name__}", path=path)

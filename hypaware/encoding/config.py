@@ -57,11 +57,6 @@ class ParquetConfig:
     dictionary_page_size: int = attrs.field(default=512 * 1024, validator=positive)
     statistics: bool = True
 
-    def required_modules(self) -> Iterator[tuple[str, str, str]]:
-        """What the chosen options need installed, as (key, module, extra)."""
-        if self.engine == "fastparquet":
-            yield ("engine", "fastparquet", "fastparquet")
-
 
 def _check_engine(value: str) -> None:
     if value == "fastparquet":

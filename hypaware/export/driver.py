@@ -30,8 +30,9 @@ from hypaware.core.config import HypawareConfig, SinkSpec
 from hypaware.core.errors import CacheError, ConfigError, HypawareError, StateError
 from hypaware.export.ledger import ParkedPartition
 from hypaware.export.observer import ExportObserver, NullObserver
-from hypaware.export.passes import Exporter, _describe, _Runner
+from hypaware.export.passes import Exporter
 from hypaware.export.reports import RunReport, SinkReport
+from hypaware.export.runner import SinkRunner, describe_error
 from hypaware.export.slots import Clock, SystemClock, next_slot, sleep_until
 from hypaware.export.state import ProgressStore
 
@@ -75,11 +76,11 @@ class ExportDriver:
         close_sinks: bool = True,
     ) -> None:
         self.cache = cache
-        self._runners: dict[str, _Runner] = {}
+        self._runners: dict[str, SinkRunner] = {}
         for spec, source in sinks:
             if spec.name in self._runners:
                 raise ConfigError.single(f"sinks.{spec.name}", "sink name given twice")
-            self._runners[spec.name] = _Runner(spec, source)
+            self._runners[spec.name] = SinkRunner(spec, source)
         self.state = state if isinstance(state, ProgressStore) else ProgressStore(Path(state))
         if observer is None:
             observers: tuple[ExportObserver, ...] = ()
@@ -228,7 +229,7 @@ class ExportDriver:
             try:
                 await runner.sink.flush()
             except Exception as exc:
-                message = f"sink {runner.name!r}: flush() failed: {_describe(exc)}"
+                message = f"sink {runner.name!r}: flush() failed: {describe_error(exc)}"
                 errors.append(message)
                 self._error(runner.name, message)
         return errors
@@ -268,7 +269,7 @@ class ExportDriver:
                 log.error("an export task ignored cancellation; it is abandoned")
         self.state.close()
 
-    async def _close_sink(self, runner: _Runner) -> None:
+    async def _close_sink(self, runner: SinkRunner) -> None:
         from hypaware.core.contracts import Flushable
 
         assert runner.sink is not None
@@ -276,11 +277,13 @@ class ExportDriver:
             try:
                 await runner.sink.flush()
             except Exception as exc:
-                self._error(runner.name, f"sink {runner.name!r}: flush() failed: {_describe(exc)}")
+                self._error(
+                    runner.name, f"sink {runner.name!r}: flush() failed: {describe_error(exc)}"
+                )
         try:
             await runner.sink.close()
         except Exception as exc:
-            self._error(runner.name, f"sink {runner.name!r}: close() failed: {_describe(exc)}")
+            self._error(runner.name, f"sink {runner.name!r}: close() failed: {describe_error(exc)}")
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = asyncio.ensure_future(coro)
@@ -351,7 +354,7 @@ class ExportDriver:
 
     # ------------------------------------------------------------ schedule
 
-    def _announce(self, runner: _Runner, backfill: bool) -> None:
+    def _announce(self, runner: SinkRunner, backfill: bool) -> None:
         """Say that `runner`'s sink is scheduled, when it runs next (UTC), and what its
         first pass will leave out of a dataset it has not started (without backfill)."""
         schedule = runner.spec.schedule
@@ -397,7 +400,7 @@ class ExportDriver:
         except (CacheError, StateError, OSError) as exc:
             self._error(runner.name, f"sink {runner.name!r}: cannot read what it would skip: {exc}")
 
-    async def _scheduled(self, runner: _Runner, backfill: bool) -> None:
+    async def _scheduled(self, runner: SinkRunner, backfill: bool) -> None:
         schedule = runner.spec.schedule
         last: datetime | None
         try:
@@ -412,7 +415,7 @@ class ExportDriver:
                 self._error(
                     runner.name,
                     f"sink {runner.name!r}: schedule {schedule!r} gives no next time "
-                    f"({_describe(exc)}); this sink will not run",
+                    f"({describe_error(exc)}); this sink will not run",
                 )
                 return
             if not await sleep_until(self.clock, self._stop, slot):

@@ -21,10 +21,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hypaware.cache.protocol import Cache
-from hypaware.core.config import SinkSpec
 from hypaware.core.errors import CacheError, HypawareError, StateError
 from hypaware.core.types import (
     DatasetInfo,
@@ -36,58 +35,16 @@ from hypaware.core.types import (
 )
 from hypaware.export.identity import check_sink
 from hypaware.export.reports import SinkReport, summarise
+from hypaware.export.runner import SinkRunner, call_on_loop, describe_error, group_batches
 from hypaware.export.state import InFlightBatch, ProgressStore
 
 if TYPE_CHECKING:
     from hypaware.core.contracts import Sink
 
-__all__ = ["Exporter", "group_batches"]
+__all__ = ["Exporter"]
 
 # The driver's logger: users filter on its name (docs/export.md).
 log = logging.getLogger("hypaware.export.driver")
-
-
-def group_batches(
-    parts: Sequence[PartitionRef], max_rows: int, max_bytes: int
-) -> list[list[PartitionRef]]:
-    """Split `parts` (kept in order) into runs within `max_rows` and `max_bytes`.
-
-    A partition larger than a limit on its own makes a batch of one.
-    """
-    groups: list[list[PartitionRef]] = []
-    current: list[PartitionRef] = []
-    rows = size = 0
-    for part in parts:
-        if current and (rows + part.row_count > max_rows or size + part.byte_size > max_bytes):
-            groups.append(current)
-            current, rows, size = [], 0, 0
-        current.append(part)
-        rows += part.row_count
-        size += part.byte_size
-    if current:
-        groups.append(current)
-    return groups
-
-
-class _Runner:
-    """One sink: its settings, the live sink (built on first use), and its pass lock."""
-
-    def __init__(self, spec: SinkSpec, source: Any) -> None:
-        self.spec = spec
-        self.name = spec.name
-        self._factory: Callable[[], Sink] | None = None
-        self.sink: Sink | None = None
-        if callable(source) and not hasattr(source, "export_batch"):
-            self._factory = source
-        else:
-            self.sink = source
-        self.busy = asyncio.Lock()
-
-    def build(self) -> Sink:
-        if self.sink is None:
-            assert self._factory is not None
-            self.sink = self._factory()
-        return self.sink
 
 
 class Exporter:
@@ -115,7 +72,7 @@ class Exporter:
         self._error = error
         self._notify = notify
 
-    async def run_pass(self, runner: _Runner, backfill: bool) -> SinkReport:
+    async def run_pass(self, runner: SinkRunner, backfill: bool) -> SinkReport:
         """One pass of `runner`'s sink, under its pass lock and its lock file."""
         report = SinkReport(runner.name)
         started = time.monotonic()
@@ -158,7 +115,7 @@ class Exporter:
         self._notify("pass_finished", runner.name, report)
         return report
 
-    def _checked(self, runner: _Runner, backfill: bool, report: SinkReport) -> bool:
+    def _checked(self, runner: SinkRunner, backfill: bool, report: SinkReport) -> bool:
         """Whether the sink's recorded identity and progress let this pass run."""
         try:
             check = check_sink(
@@ -188,11 +145,11 @@ class Exporter:
             return None
         return fd
 
-    async def _pass_locked(self, runner: _Runner, backfill: bool, report: SinkReport) -> None:
+    async def _pass_locked(self, runner: SinkRunner, backfill: bool, report: SinkReport) -> None:
         try:
             sink = runner.build()
         except Exception as exc:
-            text = str(exc) if isinstance(exc, HypawareError) else _describe(exc)
+            text = str(exc) if isinstance(exc, HypawareError) else describe_error(exc)
             if runner.name not in text:
                 text = f"sink {runner.name!r} cannot be built: {text}"
             self._error(runner.name, text, report)
@@ -236,7 +193,7 @@ class Exporter:
 
     async def _export_dataset(
         self,
-        runner: _Runner,
+        runner: SinkRunner,
         sink: Sink,
         info: DatasetInfo,
         backfill: bool,
@@ -341,7 +298,7 @@ class Exporter:
 
     async def _send(
         self,
-        runner: _Runner,
+        runner: SinkRunner,
         sink: Sink,
         info: DatasetInfo,
         flight: InFlightBatch,
@@ -369,13 +326,13 @@ class Exporter:
                 seconds=seconds,
                 cause=cause,
             )
-            _on_loop(loop, notify)
+            call_on_loop(loop, notify)
 
         def on_request(event: RequestEvent) -> None:
             notify = functools.partial(
                 self._notify, "request_finished", name, info.name, batch_id=batch_id, event=event
             )
-            _on_loop(loop, notify)
+            call_on_loop(loop, notify)
 
         opts = ExportOptions(
             attempt=attempt, timeout=timeout, on_retry_wait=on_retry_wait, on_request=on_request
@@ -398,11 +355,11 @@ class Exporter:
         except Exception as exc:
             message = (
                 f"sink {name!r}: export_batch raised (a sink must report failures in its "
-                f"result): {_describe(exc)}"
+                f"result): {describe_error(exc)}"
             )
             self._error(name, message, report)
             logged = True
-            result = ExportResult.failed(batch, _describe(exc))
+            result = ExportResult.failed(batch, describe_error(exc))
         seconds = time.monotonic() - started
         by_id = {p.id: p for p in refs}
         rows = sum(by_id[p].row_count for p in result.exported)
@@ -449,7 +406,7 @@ class Exporter:
 
     def _failed(
         self,
-        runner: _Runner,
+        runner: SinkRunner,
         info: DatasetInfo,
         batch_id: str,
         result: ExportResult,
@@ -521,22 +478,3 @@ class Exporter:
         report.lag_partitions += partitions
         report.lag_rows += rows
         self._notify("lag", sink, info.name, partitions=partitions, rows=rows)
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop, call: Callable[[], None]) -> None:
-    """Run `call` on `loop`: now when already there, else handed over (sinks retry in
-    worker threads too, and observers are promised the driver's loop)."""
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if running is loop:
-        call()
-        return
-    with contextlib.suppress(RuntimeError):  # the loop is gone: nobody to tell
-        loop.call_soon_threadsafe(call)

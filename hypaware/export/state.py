@@ -22,9 +22,10 @@ import attrs
 
 from hypaware.cache.protocol import ExportFloor
 from hypaware.core.errors import StateError
-from hypaware.core.sqlite import Migration, immediate_transaction, migrate
+from hypaware.core.sqlite import immediate_transaction, migrate
 from hypaware.core.types import RetryPartition
-from hypaware.export.ledger import LEDGER_SCHEMA, LedgerMixin
+from hypaware.export.ledger import LedgerMixin
+from hypaware.export.state_schema import MIGRATIONS
 
 __all__ = [
     "MIGRATIONS",
@@ -36,60 +37,6 @@ __all__ = [
 ]
 
 STATE_FILE = "progress.sqlite"
-
-_FIRST_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS progress (
-    sink TEXT NOT NULL, dataset TEXT NOT NULL, high_water INTEGER NOT NULL,
-    started_at TEXT NOT NULL, updated_at TEXT NOT NULL,
-    PRIMARY KEY (sink, dataset));
-CREATE TABLE IF NOT EXISTS respool (
-    sink TEXT NOT NULL, dataset TEXT NOT NULL, partition_id TEXT NOT NULL,
-    seq INTEGER NOT NULL, reason TEXT NOT NULL, retryable INTEGER NOT NULL,
-    attempts INTEGER NOT NULL, first_at TEXT NOT NULL, last_at TEXT NOT NULL,
-    PRIMARY KEY (sink, dataset, partition_id));
-CREATE TABLE IF NOT EXISTS batches (
-    batch_id TEXT PRIMARY KEY, sink TEXT NOT NULL, dataset TEXT NOT NULL,
-    attempts INTEGER NOT NULL, created_at TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS batch_partitions (
-    batch_id TEXT NOT NULL, position INTEGER NOT NULL, partition_id TEXT NOT NULL,
-    seq INTEGER NOT NULL, PRIMARY KEY (batch_id, position));
-CREATE TABLE IF NOT EXISTS sinks (
-    sink TEXT PRIMARY KEY, last_slot TEXT, last_run_at TEXT, last_success_at TEXT,
-    last_error TEXT, last_error_at TEXT,
-    rows_exported INTEGER NOT NULL DEFAULT 0, partitions_exported INTEGER NOT NULL DEFAULT 0);
-"""
-
-
-def _first_schema(db: sqlite3.Connection) -> None:
-    # Stores of the first release kept their version in meta ('1'), not in user_version.
-    for statement in _FIRST_SCHEMA.split(";"):
-        if statement.strip():
-            db.execute(statement)
-    row = db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-    if row is not None and row[0] != "1":
-        raise StateError(
-            f"the state database has schema {row[0]!r} in its meta table and no "
-            "user_version; it was not written by hypaware"
-        )
-
-
-# The n-th entry brings a store to schema version n (PRAGMA user_version).
-# Append new steps; never edit or reorder released ones.
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration("the tables of the first release", _first_schema),
-    Migration(
-        # Releases that read only the meta row refuse a store marked "2"
-        # ("has schema version 2") instead of writing to a schema they do not know.
-        "the schema version moves to PRAGMA user_version",
-        "INSERT INTO meta (key, value) VALUES ('schema', '2')"
-        " ON CONFLICT (key) DO UPDATE SET value = '2'",
-    ),
-    Migration(
-        "parked partitions, each sink's destination fingerprint and current failure",
-        LEDGER_SCHEMA,
-    ),
-)
 
 
 @attrs.frozen

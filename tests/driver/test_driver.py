@@ -21,7 +21,7 @@ from hypaware.core.registry import Registry
 from hypaware.core.types import ExportResult, PartitionRef
 from hypaware.export.driver import ExportDriver
 from hypaware.export.observer import CountingObserver, NullObserver
-from hypaware.export.passes import group_batches
+from hypaware.export.runner import group_batches
 from hypaware.export.state import STATE_FILE, ProgressStore
 from tests.driver import plugins
 from tests.driver.helpers import (
