@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +15,7 @@ from hypaware.cli.common import (
     errors,
     iso_utc,
 )
+from hypaware.cli.status import state_warnings
 from hypaware.core.checks import check_config
 from hypaware.core.errors import ConfigError, PluginError
 from hypaware.core.schedule import next_fire
@@ -33,6 +35,12 @@ def register(sub: Any) -> None:
         action="store_true",
         help='print {"ok": ..., "sinks": [...], "problems": [{"path", "message"}]} on stdout',
     )
+    parser.add_argument(
+        "--state",
+        action="store_true",
+        help="also compare each sink with its recorded progress: warn about a changed "
+        "destination or a lost progress store, which `hypaware export` would refuse",
+    )
     parser.set_defaults(func=run)
 
 
@@ -40,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     path = None
     try:
         path = config_path(args)
-        _config, plans = check_config(path)
+        config, plans = check_config(path)
     except ConfigMissingError as exc:
         return errors("check-config", exc)
     except (ConfigError, PluginError) as exc:
@@ -53,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
             doc = {"ok": False, "config": path, "sinks": [], "problems": found}
             print(json.dumps(doc, indent=2))
         return errors("check-config", exc, path)
+    warnings = state_warnings(config) if getattr(args, "state", False) else []
+    for warning in warnings:
+        print(f"hypaware check-config: warning: {warning}", file=sys.stderr)
     now = datetime.now(UTC)
     sinks = [
         {
@@ -66,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
         for plan in plans
     ]
     if args.json:
-        print(json.dumps({"ok": True, "config": path, "sinks": sinks, "problems": []}, indent=2))
+        valid: dict[str, Any] = {"ok": True, "config": path, "sinks": sinks, "problems": []}
+        print(json.dumps({**valid, "warnings": warnings}, indent=2))
         return 0
     if not plans:
         print(f"{path}: valid, no sinks configured")

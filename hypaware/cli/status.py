@@ -31,7 +31,7 @@ from hypaware.export.identity import changes, fingerprint
 from hypaware.export.ledger import prior_state
 from hypaware.export.state import STATE_FILE, ProgressStore, SinkState
 
-__all__ = ["collect_status", "register", "run"]
+__all__ = ["collect_status", "register", "run", "sink_warnings", "state_warnings"]
 
 # Parked partitions listed one per line in the table view; --json lists them all.
 _PARKED_SHOWN = 10
@@ -111,7 +111,7 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
             doc["failing"] = health is not None and health.error is not None
             doc["error_since"] = _iso(health.error_since) if health else None
             doc["error_partitions"] = health.error_partitions if health else 0
-            doc["warnings"] = _warnings(config, name, store) if configured else []
+            doc["warnings"] = sink_warnings(config, name, store) if configured else []
             out[name] = doc
         return {"cache": str(cache.path), "state": str(state_file), "sinks": out}
     finally:
@@ -119,7 +119,7 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
             store.close()
 
 
-def _warnings(config: HypawareConfig, name: str, store: ProgressStore | None) -> list[str]:
+def sink_warnings(config: HypawareConfig, name: str, store: ProgressStore | None) -> list[str]:
     """What `hypaware export` would refuse for sink `name`, said before it does."""
     spec = config.sink(name)
     lost = store is None or (name in store.prior_sinks() and not store.has_progress(name))
@@ -224,3 +224,17 @@ def _error_cell(s: dict[str, Any]) -> str:
     if s["failing"]:
         return f"{s['last_error']} (since {s['error_since']}, {s['error_partitions']} partitions)"
     return s["last_error"] or "-"
+
+
+def state_warnings(config: HypawareConfig) -> list[str]:
+    """What `hypaware export` would refuse, for every configured sink, from the progress store."""
+    state_file = config.state_path / STATE_FILE
+    try:
+        store = ProgressStore(config.state_path, create=False) if state_file.exists() else None
+    except StateError as exc:
+        return [str(exc)]
+    try:
+        return [w for spec in config.sinks for w in sink_warnings(config, spec.name, store)]
+    finally:
+        if store is not None:
+            store.close()

@@ -134,6 +134,10 @@ def test_changed_root_is_refused_then_backfilled_to_the_new_place(
     assert main(["status", "--config", str(config), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert "destination of sink 'files' changed" in doc["sinks"]["files"]["warnings"][0]
+    assert main(["check-config", "--config", str(config), "--state", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "destination of sink 'files' changed" in json.loads(captured.out)["warnings"][0]
+    assert "check-config: warning: destination of sink 'files' changed" in captured.err
 
     code, summary = export(config, capsys, "--backfill")
     assert code == 0, summary
