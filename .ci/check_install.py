@@ -29,8 +29,12 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-# Packages that need an extra, and the extra; their docstrings must say so.
-EXTRA_PACKAGES = {"hypaware.iceberg": "iceberg", "hypaware.testing": "testing"}
+# Packages (or modules) that need an extra, and the extra; their docstrings must say so.
+EXTRA_PACKAGES = {
+    "hypaware.iceberg": "iceberg",
+    "hypaware.testing": "testing",
+    "hypaware.export.otel": "otel",
+}
 # Modules of those packages that are light on purpose (manifests name their config classes).
 LIGHT = {"hypaware.iceberg", "hypaware.iceberg.config", "hypaware.testing"}
 TIMEOUT = 300
@@ -106,6 +110,8 @@ def extra_requirements(extra: str) -> set[str]:
         if re.search(rf"extra\s*==\s*['\"]{re.escape(extra)}['\"]", req):
             dist = re.split(r"[\s\[<>=!~;]", req, maxsplit=1)[0]
             names.add(dist.replace("-", "_").lower())
+            # Namespace distributions import by their first part (opentelemetry-api).
+            names.add(dist.split("-")[0].lower())
     return names
 
 
@@ -114,7 +120,10 @@ def check_imports() -> None:
 
     root = Path(hypaware.__file__).parent
     for package, extra in EXTRA_PACKAGES.items():
-        init = root.joinpath(*package.split(".")[1:], "__init__.py")
+        parts = package.split(".")[1:]
+        init = root.joinpath(*parts, "__init__.py")
+        if not init.exists():
+            init = root.joinpath(*parts[:-1], f"{parts[-1]}.py")
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
         if f"hypaware[{extra}]" not in doc:
             fail(f"{package}'s docstring does not say it needs hypaware[{extra}]")
