@@ -35,7 +35,6 @@ __all__ = [
     "PluginManifest",
     "did_you_mean",
     "load_object",
-    "tag_problems",
 ]
 
 BLOB_STORE: Final = "hypaware.blob-store"
@@ -230,32 +229,3 @@ def load_object(dotted: str, *, what: str) -> object:
     except AttributeError as exc:
         raise PluginError(f"cannot find {what} {dotted!r}: {exc}") from exc
     return obj
-
-
-def _tag_problem(tag: str, known: frozenset[str], field: str, name: str) -> str | None:
-    if tag in known:
-        return None
-    namespace, dot, _ = tag.partition(".")
-    if dot and namespace != "hypaware" and namespace:
-        return None
-    close = difflib.get_close_matches(tag, sorted(known), n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return (
-        f"plugin {name}: unknown {field} tag {tag!r}{hint}; hypaware knows "
-        f"{', '.join(sorted(known))}, and a plugin's own tags need a namespace ('acme.{tag}')"
-    )
-
-
-def tag_problems(manifest: PluginManifest) -> list[str]:
-    """Why each of `manifest`'s tags is unknown (a typo), one message per tag."""
-    out = []
-    for field, tags, known in (
-        ("provides", manifest.provides, CAPABILITIES),
-        ("requires", manifest.requires, CAPABILITIES),
-        ("supports", manifest.supports, FEATURES),
-    ):
-        for tag in sorted(tags):
-            problem = _tag_problem(tag, known, field, manifest.name)
-            if problem is not None:
-                out.append(problem)
-    return out

@@ -28,7 +28,6 @@ from hypaware.core.manifest import (
     SINK,
     TABLE_FORMAT,
     PluginManifest,
-    tag_problems,
 )
 from hypaware.core.registry import Registry, did_you_mean
 from hypaware.core.secrets import Secret
@@ -103,8 +102,8 @@ def resolve(
     default registry is loaded from entry points first; pass one to stay
     pure). Raises one `ConfigError` listing every problem found in one
     pass: the document's shape and generic settings (for a mapping),
-    unknown plugins (with a did-you-mean), unknown capability or feature
-    tags in their manifests, a writer or encoder whose requirements its
+    unknown plugins (with a did-you-mean; a manifest's tags were checked
+    when it was made), a writer or encoder whose requirements its
     destination does not provide (encoders and table formats always need a
     blob store), a table format with no acceptable encoder, every unknown or
     invalid plugin config key, and ``${NAME}`` references to variables that
@@ -134,23 +133,19 @@ def resolve_partial(
     """Plans for the sinks that resolve; every problem found is appended to `problems`."""
     env = os.environ if env is None else env
     plans = []
-    checked: set[str] = set()
     for spec in config.sinks:
-        plan = _resolve_sink(spec, registry, problems, checked, env)
+        plan = _resolve_sink(spec, registry, problems, env)
         if plan is not None:
             plans.append(plan)
     return tuple(plans)
 
 
 def _lookup(
-    registry: Registry, name: str, path: str, problems: list[Problem], checked: set[str]
+    registry: Registry, name: str, path: str, problems: list[Problem]
 ) -> PluginManifest | None:
     manifest = registry.get(name)
     if manifest is None:
         problems.append(Problem(path, f"unknown plugin {name!r}{did_you_mean(name, registry)}"))
-    elif name not in checked:
-        checked.add(name)
-        problems.extend(Problem(path, why) for why in tag_problems(manifest))
     return manifest
 
 
@@ -177,7 +172,6 @@ def _resolve_sink(
     spec: SinkSpec,
     registry: Registry,
     problems: list[Problem],
-    checked: set[str],
     env: Mapping[str, str],
 ) -> SinkPlan | None:
     path = f"sinks.{spec.name}"
@@ -186,7 +180,7 @@ def _resolve_sink(
 
     if spec.shape == "request":
         assert spec.plugin is not None
-        plugin = _lookup(registry, spec.plugin, f"{path}.plugin", problems, checked)
+        plugin = _lookup(registry, spec.plugin, f"{path}.plugin", problems)
         if plugin is None:
             return None
         if SINK not in plugin.provides:
@@ -211,12 +205,10 @@ def _resolve_sink(
 
     assert spec.writer is not None
     assert spec.destination is not None
-    writer = _lookup(registry, spec.writer, f"{path}.writer", problems, checked)
-    destination = _lookup(registry, spec.destination, f"{path}.destination", problems, checked)
+    writer = _lookup(registry, spec.writer, f"{path}.writer", problems)
+    destination = _lookup(registry, spec.destination, f"{path}.destination", problems)
     explicit_encoder = (
-        _lookup(registry, spec.encoder, f"{path}.encoder", problems, checked)
-        if spec.encoder
-        else None
+        _lookup(registry, spec.encoder, f"{path}.encoder", problems) if spec.encoder else None
     )
     if writer is None or destination is None or (spec.encoder and explicit_encoder is None):
         return None
