@@ -1,9 +1,9 @@
 """What every query source shares: the `SinkView` a sink answers with, rows shaped to the query.
 
 A sink source's `view` returns a `SinkView`: which cache partitions the sink
-claims, and a reader of its rows. `_filtered` and `_restricted` keep the rows
-a query's filter passes, as its columns; `conform` casts them to the
-dataset's types.
+claims, and a reader of its rows. `_filtered` keeps the rows a query's
+filter passes, `_restricted` shapes rows a sink already filtered, both as
+the query's columns; `conform` casts them to the dataset's types.
 """
 
 from __future__ import annotations
@@ -68,18 +68,14 @@ def _filtered(
             yield conform(out, target)
 
 
-def _restricted(
-    reader: pa.RecordBatchReader, where: pc.Expression | None, target: pa.Schema
-) -> pa.RecordBatchReader:
-    """`reader`'s rows that pass `where`, as `target`'s columns and types."""
+def _restricted(reader: pa.RecordBatchReader, target: pa.Schema) -> pa.RecordBatchReader:
+    """`reader`'s rows as `target`'s columns and types (the sink already applied the filter)."""
     import pyarrow as pa
 
     def batches() -> Iterator[pa.RecordBatch]:
         with reader:
             for batch in reader:
                 table = pa.Table.from_batches([batch])
-                if where is not None:
-                    table = table.filter(where)
                 for out in table.select(target.names).to_batches():
                     yield conform(out, target)
 

@@ -75,4 +75,4 @@ class _GenericView(SinkView):
             )
         except Exception as exc:
             raise SourceUnreadableError(self.part, f"cannot scan: {exc}") from exc
-        return _restricted(reader, None, target)
+        return _restricted(reader, target)

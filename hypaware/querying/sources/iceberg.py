@@ -103,4 +103,4 @@ class _IcebergView(SinkView):
             reader = self.scan.to_arrow_batch_reader()
         except Exception as exc:
             raise SourceUnreadableError(self.part, f"cannot scan the table: {exc}") from exc
-        return _restricted(reader, None, target)
+        return _restricted(reader, target)
