@@ -189,10 +189,10 @@ def run(args: argparse.Namespace) -> int:
     checked = checked_config("export", args)
     if isinstance(checked, int):
         return checked
-    config, _plans = checked
+    config, plans = checked
     # httpx and httpcore log headers at DEBUG: only --log-level debug lets them through.
     debug = ("httpx", "httpcore") if getattr(args, "log_level", None) == "DEBUG" else ()
-    redact.install(redact.configured_secrets(config), debug_loggers=debug)
+    redact.install(redact.plan_secrets(plans), debug_loggers=debug)
     names = args.sink or [s.name for s in config.sinks]
     tty = sys.stdout.isatty() and not args.json
     display = ProgressDisplay(

@@ -18,13 +18,16 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from hypaware.core.secrets import Secret
 
-__all__ = ["HTTP_LOGGERS", "SecretRedactor", "configured_secrets", "install"]
+if TYPE_CHECKING:
+    from hypaware.core.resolver import SinkPlan
+
+__all__ = ["HTTP_LOGGERS", "SecretRedactor", "configured_secrets", "install", "plan_secrets"]
 
 HTTP_LOGGERS = ("httpx", "httpcore")
 MIN_SECRET_LENGTH = 4
@@ -107,6 +110,13 @@ def configured_secrets(config: Any, env: Mapping[str, str] | None = None) -> lis
         plans = resolve(config, Registry.from_entry_points())
     except HypawareError:
         return []
+    return plan_secrets(plans, env)
+
+
+def plan_secrets(plans: Iterable[SinkPlan], env: Mapping[str, str] | None = None) -> list[str]:
+    """The text of every revealable `Secret` in the plugin configs of resolved `plans`."""
+    from hypaware.core.errors import HypawareError
+
     found: list[Secret] = []
     for plan in plans:
         for component in (plan.writer, plan.destination, plan.encoder, plan.plugin):
