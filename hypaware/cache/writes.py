@@ -204,7 +204,7 @@ class CacheWrites(CacheReads):
         hi: Any = None
         key: Any = {}
         tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
-        with pq.ParquetWriter(tmp, info.schema, compression="zstd") as writer:
+        with pq.ParquetWriter(tmp, info.schema, compression=self.compression) as writer:
             for chunk in sorted(chunks):
                 try:
                     with pa.memory_map(str(chunk)) as source:
