@@ -3,7 +3,8 @@
 1. Append + seal: `LocalCache.append` then `seal` (partitioned by gateway and hour,
    one Parquet segment per partition, every file fsynced and renamed into place)
    against `pyarrow.dataset.write_dataset` writing the same partitions as Parquet
-   (no fsync). Target: ratio <= 2.0 (the cache also makes every append durable).
+   (no fsync), with the cache's own segment codec. Target: ratio <= 2.0 (the
+   cache also makes every append durable).
 2. Export: `ExportDriver.run_once` of every sealed partition to local-fs Parquet
    (batches recorded and settled in sqlite, BlobSink, atomic writes) against a
    loop that reads each segment and writes it with `pyarrow.parquet.write_table`.
@@ -29,11 +30,14 @@ import pyarrow.parquet as pq
 
 from hypaware import DatasetInfo, load_config
 from hypaware.cache.local import LocalCache
+from hypaware.core.config import CacheConfig
 from hypaware.export.driver import ExportDriver
 
 from . import datagen
 
 SEAL_TARGET = 2.0
+# The cache seals with its default codec; the plain-pyarrow side writes the same.
+SEGMENT_CODEC = CacheConfig().compression
 EXPORT_TARGET = 1.5
 
 
@@ -55,7 +59,7 @@ def _raw_seal(tbl: pa.Table, out: Path) -> None:
         out,
         format="parquet",
         partitioning=["gateway", "hour"],
-        file_options=ds.ParquetFileFormat().make_write_options(compression="zstd"),
+        file_options=ds.ParquetFileFormat().make_write_options(compression=SEGMENT_CODEC),
         max_partitions=100_000,
         max_open_files=100_000,
     )

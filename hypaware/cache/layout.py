@@ -66,6 +66,7 @@ class CacheDirectory:
 
     path: Path
     fsync: bool
+    compression: str
     stats: LocalCacheStats
     _clock: Callable[[], datetime]
     _infos: dict[str, DatasetInfo]

@@ -126,38 +126,58 @@ def split_by_key(info: DatasetInfo, table: pa.Table) -> Iterator[tuple[dict[str,
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    parts: list[Any] = []
-    for column in info.partition_by:
+    columns: dict[str, Any] = {}
+    for index, column in enumerate(info.partition_by):
         text = pc.cast(table.column(column), pa.string())
-        parts.append(pc.fill_null(text, "\x00null"))
-    bucket = None
+        columns[f"p{index}"] = pc.fill_null(text, "\x00null")
+    fmt: str | None = None
     if info.time_grain is not None:
         fmt, _ = GRAINS[info.time_grain]
         ts = table.column(info.time_column)
         if pa.types.is_timestamp(ts.type) and ts.type.tz not in (None, "UTC"):
             ts = ts.cast(pa.timestamp(ts.type.unit, tz="UTC"))
-        bucket = pc.strftime(pc.floor_temporal(ts, unit=info.time_grain), format=fmt)
-        parts.append(bucket)
-    if not parts:
+        # Grouped by the bucket's start time; only one row per group is formatted
+        # as the bucket's name (formatting every row cost more than the grouping).
+        columns["bucket"] = pc.floor_temporal(ts, unit=info.time_grain)
+    if not columns:
         yield {"partition_by": {}, "bucket": None}, table
         return
-    keys = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "\x1f")
-    order = pc.sort_indices(keys)
+    keys = pa.table(columns)
+    # A stable sort: rows of one group keep their arrival order.
+    order = pc.sort_indices(keys, sort_keys=[(name, "ascending") for name in columns])
     ordered = table.take(order)
-    sorted_keys = keys.take(order)
-    counts = pc.value_counts(sorted_keys)
-    sorted_bucket = None if bucket is None else bucket.take(order)
-    offset = 0
-    for item in counts:
-        n = item["counts"].as_py()
-        group = ordered.slice(offset, n)
+    sorted_keys = keys.take(order).combine_chunks()
+    starts = _group_starts(sorted_keys)
+    ends = [*starts[1:], sorted_keys.num_rows]
+    names: list[Any] = [None] * len(starts)
+    if fmt is not None:
+        firsts = sorted_keys.column("bucket").take(pa.array(starts, pa.int64()))
+        names = pc.strftime(firsts, format=fmt).to_pylist()
+    for start, end, bucket in zip(starts, ends, names, strict=True):
+        group = ordered.slice(start, end - start)
         first = {c: group.column(c)[0].as_py() for c in info.partition_by}
         key = {
             "partition_by": {c: _jsonable(v) for c, v in first.items()},
-            "bucket": None if sorted_bucket is None else sorted_bucket[offset].as_py(),
+            "bucket": bucket,
         }
         yield key, group
-        offset += n
+
+
+def _group_starts(sorted_keys: pa.Table) -> list[int]:
+    """Offsets where a new key begins in rows sorted by key (always 0 first)."""
+    import pyarrow.compute as pc
+
+    n = sorted_keys.num_rows
+    if n == 0:
+        return []
+    changed = None
+    for column in sorted_keys.columns:
+        values = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+        differs = pc.not_equal(values.slice(1), values.slice(0, n - 1))
+        changed = differs if changed is None else pc.or_(changed, differs)
+    assert changed is not None
+    after = pc.indices_nonzero(changed).to_pylist()
+    return [0, *(i + 1 for i in after)]
 
 
 def _jsonable(value: Any) -> Any:

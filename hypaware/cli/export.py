@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(handler, LineAwareHandler) and display.live:
         handler.line = display
     try:
-        return asyncio.run(_main(args, config, display, tty))
+        return asyncio.run(_main(args, config, plans, display, tty))
     except (ConfigError, PluginError, StateError) as exc:
         display.finish()
         if isinstance(exc, StateError):
@@ -211,8 +211,11 @@ def run(args: argparse.Namespace) -> int:
         return errors("export", exc)
 
 
-async def _main(args: argparse.Namespace, config: Any, display: ProgressDisplay, tty: bool) -> int:
-    driver = ExportDriver.from_config(config, observer=display)
+async def _main(
+    args: argparse.Namespace, config: Any, plans: Any, display: ProgressDisplay, tty: bool
+) -> int:
+    # The plans the config check resolved: the registry is not loaded a second time.
+    driver = ExportDriver.from_config(config, observer=display, plans=plans)
     try:
         if args.once:
             report = await driver.run_once(sinks=args.sink, backfill=args.backfill)

@@ -30,6 +30,7 @@ __all__ = [
 
 DEFAULT_SCHEDULE = "*/5 * * * *"
 SinkShape = Literal["blob", "request"]
+SegmentCompression = Literal["snappy", "zstd", "lz4", "none"]
 
 
 class FieldValueError(ValueError):
@@ -67,12 +68,17 @@ class CacheConfig:
       needs them (logged as a warning and counted).
     - `max_age_hours` (number or null, default null): a hard cap on the age
       of sealed partitions, with the same rule.
+    - `compression` (``"snappy"`` | ``"zstd"`` | ``"lz4"`` | ``"none"``,
+      default ``"snappy"``): the codec of sealed segments. The process that
+      appends and seals uses it; segments written with any codec stay
+      readable.
     """
 
     path: str = "cache"
     retention_hours: float | None = attrs.field(default=168.0, validator=positive)
     max_bytes: int | None = attrs.field(default=None, validator=positive)
     max_age_hours: float | None = attrs.field(default=None, validator=positive)
+    compression: SegmentCompression = "snappy"
 
 
 @attrs.frozen

@@ -7,12 +7,14 @@ row groups) and switching, so `cores` is the bound callers use.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
-__all__ = ["cores", "map_bounded"]
+__all__ = ["Task", "cores", "map_bounded", "run_tasks"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -42,3 +44,59 @@ def map_bounded(fn: Callable[[T], R], items: Iterable[T], *, workers: int) -> li
         finally:
             for f in futures:
                 f.cancel()
+
+
+class Task:
+    """One piece of work for `run_tasks`: `fn` returns the tasks it makes ready.
+
+    Lower `priority` runs first; tasks of one priority run in the order they
+    became ready.
+    """
+
+    __slots__ = ("fn", "priority")
+
+    def __init__(self, priority: int, fn: Callable[[], Iterable[Task]]) -> None:
+        self.priority = priority
+        self.fn = fn
+
+
+def run_tasks(tasks: Iterable[Task], *, workers: int) -> None:
+    """Run `tasks` and every task they make ready, on up to `workers` threads.
+
+    A thread that comes free takes the most urgent ready task, so work that
+    finishes a pipeline (an encode) overtakes work that feeds it (a read),
+    keeping memory low and every core busy. The first error stops new tasks
+    from starting and is raised once the running ones have finished: no
+    thread outlives this call.
+    """
+    counter = itertools.count()
+    ready: list[tuple[int, int, Task]] = []
+
+    def push(new: Iterable[Task]) -> None:
+        for task in new:
+            heapq.heappush(ready, (task.priority, next(counter), task))
+
+    push(tasks)
+    if workers <= 1:
+        while ready:
+            push(heapq.heappop(ready)[2].fn())
+        return
+    error: BaseException | None = None
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        running: set[Future[Iterable[Task]]] = set()
+        while running or (ready and error is None):
+            while error is None and ready and len(running) < workers:
+                running.add(pool.submit(_run, heapq.heappop(ready)[2]))
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                try:
+                    push(future.result())
+                except BaseException as exc:
+                    if error is None:
+                        error = exc
+    if error is not None:
+        raise error
+
+
+def _run(task: Task) -> list[Task]:
+    return list(task.fn())

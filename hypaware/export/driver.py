@@ -39,6 +39,7 @@ from hypaware.export.state import ProgressStore
 if TYPE_CHECKING:
     from hypaware.core.contracts import Sink
     from hypaware.core.registry import Registry
+    from hypaware.core.resolver import SinkPlan
 
 __all__ = ["ExportDriver"]
 
@@ -116,6 +117,7 @@ class ExportDriver:
         env: Mapping[str, str] | None = None,
         observer: ExportObserver | Sequence[ExportObserver] | None = None,
         clock: Clock | None = None,
+        plans: Sequence[SinkPlan] | None = None,
     ) -> ExportDriver:
         """A driver for every sink of `config`.
 
@@ -123,14 +125,16 @@ class ExportDriver:
         but builds each sink on its first pass: a sink whose plugin fails to
         build is reported on each of its slots, naming it, while the others
         export. `cache` defaults to a `LocalCache` at the config's cache path.
+        `plans`, the config's plans as `hypaware.core.checks.check_config`
+        returned them, spares loading the plugin registry and resolving again.
         """
         from hypaware.core.registry import Registry
         from hypaware.core.resolver import resolve
         from hypaware.export.build import build
 
-        plans = resolve(
-            config, registry if registry is not None else Registry.from_entry_points(), env=env
-        )
+        if plans is None:
+            known = Registry.from_entry_points() if registry is None else registry
+            plans = resolve(config, known, env=env)
         if cache is None:
             from hypaware.cache.local import LocalCache
 

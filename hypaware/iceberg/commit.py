@@ -23,7 +23,8 @@ from pyiceberg.types import DateType, TimestampType, TimestamptzType
 from hypaware.core.types import DatasetInfo, ExportBatch, ExportResult, RetryPartition
 from hypaware.iceberg import layout
 from hypaware.iceberg.catalog import IcebergError, is_conflict
-from hypaware.iceberg.datafiles import ReadBatch, WrittenFile
+from hypaware.iceberg.datafiles import WrittenFile
+from hypaware.iceberg.pipeline import ReadBatch
 
 __all__ = [
     "SUMMARY_BATCH_ID",

@@ -1,8 +1,8 @@
 """Data files: a batch's rows read, laid out by day and written as Parquet files.
 
-`read_partitions` reads a batch's partitions conformed to the table's write
-schema, keeping the ones that cannot be read aside. `DataFileWriter` sorts
-the rows by day, lookup key and time (see `hypaware.iceberg.layout`),
+`DataFileWriter` reads a batch's partitions conformed to the table's write
+schema (unreadable ones are set aside; see `hypaware.iceberg.pipeline`),
+sorts the rows by day, lookup key and time (see `hypaware.iceberg.layout`),
 encodes one or more files per day through the blob store, at names fixed by
 sink, dataset and batch, and describes each file as the Iceberg `DataFile` a
 commit registers (see `hypaware.iceberg.commit`).
@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -30,17 +29,16 @@ from pyiceberg.table import Table
 from pyiceberg.typedef import Record
 
 from hypaware.blob.errors import translate_error
-from hypaware.core.types import DatasetInfo, ExportBatch, PartitionRef, RetryPartition
-from hypaware.core.workers import cores, map_bounded
+from hypaware.core.types import DatasetInfo, PartitionRef
 from hypaware.iceberg import layout
-from hypaware.iceberg.catalog import IcebergError, _brief
+from hypaware.iceberg.catalog import IcebergError
 from hypaware.iceberg.fileio import ObstoreInputFile, StoreRoot
-from hypaware.iceberg.schema import IncompatibleSchemaError, conform_batch
+from hypaware.iceberg.pipeline import ReadBatch, run_pipeline
 
 if TYPE_CHECKING:
     from hypaware.core.contracts import Encoder
 
-__all__ = ["DataFileWriter", "ReadBatch", "WrittenFile", "read_partitions"]
+__all__ = ["DataFileWriter", "WrittenFile"]
 
 # The table format's logger: one name for everything a sink's writes log.
 log = logging.getLogger("hypaware.iceberg.table_format")
@@ -65,53 +63,6 @@ class WrittenFile:
     tail: bytes | None = attrs.field(default=None, repr=False)
 
 
-@attrs.define
-class ReadBatch:
-    """A batch's rows, read and conformed, and the partitions that could not be."""
-
-    data: pa.Table | None
-    ok: list[str]
-    failed: list[RetryPartition]
-
-
-def read_partitions(batch: ExportBatch, target: pa.Schema, what: str) -> ReadBatch:
-    """The batch's rows conformed to `target`; partitions that cannot be read are set aside.
-
-    Partitions are read on every core at once (decoding Parquet releases the
-    GIL); their rows keep the batch's order.
-    """
-
-    def read(part: PartitionRef) -> pa.Table | RetryPartition:
-        where = f"{what}, partition {part.id!r}"
-        try:
-            reader = part.open()
-            try:
-                batches = [conform_batch(b, target, what=where) for b in reader]
-            finally:
-                reader.close()
-        except IncompatibleSchemaError as exc:
-            return RetryPartition(part.id, str(exc), retryable=False)
-        except Exception as exc:
-            return RetryPartition(part.id, f"{where}: cannot read: {_brief(exc)}")
-        return pa.Table.from_batches(batches, schema=target)
-
-    tables: list[pa.Table] = []
-    ok: list[str] = []
-    failed: list[RetryPartition] = []
-    for part, got in zip(
-        batch.partitions, map_bounded(read, batch.partitions, workers=cores()), strict=True
-    ):
-        if isinstance(got, RetryPartition):
-            failed.append(got)
-        else:
-            tables.append(got)
-            ok.append(part.id)
-    if not tables:
-        return ReadBatch(None, ok, failed)
-    # Chunked, not combined: the layout slices it without copying rows.
-    return ReadBatch(pa.concat_tables(tables), ok, failed)
-
-
 class DataFileWriter:
     """Writes a batch's rows as Parquet data files under a table's location.
 
@@ -125,37 +76,29 @@ class DataFileWriter:
         self._encoder = encoder
         self.sink = sink
 
-    def write_files(
+    def write_partitions(
         self,
         table: Table,
         dataset: DatasetInfo,
-        data: pa.Table,
+        partitions: Sequence[PartitionRef],
         target: pa.Schema,
         digest: str,
         what: str,
-    ) -> list[WrittenFile]:
-        """Write `data` as files under `table`'s location, one or more per day.
+    ) -> tuple[ReadBatch, list[WrittenFile]]:
+        """Read `partitions` and write their rows as files under `table`'s location.
 
-        Files an earlier attempt of this batch left are replaced or deleted;
-        if a file fails, the ones written are deleted and the error raised.
+        One or more files per day, encoded while other partitions are still
+        being read (see `hypaware.iceberg.pipeline`). Partitions that cannot
+        be read are set aside in the `ReadBatch`. Files an earlier attempt of
+        this batch left are replaced or deleted; if a file fails, the ones
+        written are deleted and the error raised.
         """
-        plan = layout.plan_days(data, dataset.time_column, dataset.lookup_key)
-        whole_lock = threading.Lock()
-        combined: list[pa.Table] = []
-
-        def whole() -> pa.Table:
-            # One contiguous copy of the batch, made on first need and shared by the days.
-            with whole_lock:
-                if not combined:
-                    combined.append(data.combine_chunks())
-                return combined[0]
-
         stem = layout.data_file_stem(self.sink, dataset.name, digest)
         base = table.location().rstrip("/")
         written: list[WrittenFile] = []
         lock = threading.Lock()
 
-        def write_day(rows: layout.DayRows) -> None:
+        def write_day(data: pa.Table, rows: layout.DayRows, whole: Callable[[], pa.Table]) -> None:
             directory = f"{base}/{layout.day_directory(dataset.time_column, rows.day)}"
             batches = layout.day_batches(data, rows, target, whole=whole)
             mine: set[str] = set()
@@ -168,27 +111,20 @@ class DataFileWriter:
                     written.append(WrittenFile(location, key, rows.day, size, tail))
             self.delete_leftovers(directory, stem, mine)
 
-        # Days are independent files: encode them side by side (pyarrow releases the GIL).
-        workers = min(len(plan), cores())
         try:
-            if workers <= 1:
-                for rows in plan:
-                    write_day(rows)
-            else:
-                with ThreadPoolExecutor(workers, thread_name_prefix="hypaware-iceberg") as pool:
-                    futures = [pool.submit(write_day, rows) for rows in plan]
-                    try:
-                        for future in futures:
-                            future.result()
-                    except BaseException:
-                        # Days not started are not worth writing; the pool waits for the rest.
-                        pool.shutdown(cancel_futures=True)
-                        raise
+            read = run_pipeline(
+                partitions,
+                target,
+                what,
+                time_column=dataset.time_column,
+                lookup_key=dataset.lookup_key,
+                write_day=write_day,
+            )
         except BaseException:
             self.delete(written)
             raise
         written.sort(key=lambda w: w.location)
-        return written
+        return read, written
 
     def put(self, key: str, location: str, chunks: Iterable[bytes]) -> tuple[int, bytes]:
         """Stream `chunks` to the store at `key`; the bytes written, and the last of them."""

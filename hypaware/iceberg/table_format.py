@@ -62,7 +62,7 @@ from hypaware.iceberg.commit import (
     did_not_land,
     find_commit,
 )
-from hypaware.iceberg.datafiles import DataFileWriter, WrittenFile, read_partitions
+from hypaware.iceberg.datafiles import DataFileWriter, WrittenFile
 from hypaware.iceberg.fileio import ObstoreFileIO, StoreRoot, register_root, unregister_root
 from hypaware.iceberg.scan import scan_table
 from hypaware.iceberg.schema import (
@@ -284,16 +284,16 @@ class IcebergTableFormat:
         table = self._evolve(table, dataset, what, on_wait)
         check_layout(table, dataset, what)
         target = write_schema(table.schema(), dataset.schema.names)
-        read = read_partitions(batch, target, what)
-        if read.data is None or read.data.num_rows == 0:
-            # Nothing to write: the readable partitions are done (they were empty).
-            return ExportResult(exported=read.ok, retry_partitions=read.failed)
-
         files = self._files_for(table)
         written: list[WrittenFile] = []
         committing = False
         try:
-            written = files.write_files(table, dataset, read.data, target, digest, what)
+            read, written = files.write_partitions(
+                table, dataset, batch.partitions, target, digest, what
+            )
+            if read.rows == 0:
+                # Nothing to write: the readable partitions are done (they were empty).
+                return ExportResult(exported=read.ok, retry_partitions=read.failed)
             data_files = [files.data_file(table, w, what) for w in written]
             props = batch_summary(batch, digest, read, written, self.sink)
             committing = True
@@ -332,7 +332,7 @@ class IcebergTableFormat:
         return ExportResult(
             exported=read.ok,
             retry_partitions=read.failed,
-            rows_written=read.data.num_rows,
+            rows_written=read.rows,
             bytes_written=sum(w.size for w in written),
             files_written=len(written),
         )

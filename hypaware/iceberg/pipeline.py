@@ -1,0 +1,183 @@
+"""A batch's partitions read and laid out by day in one pipeline, so reading overlaps encoding.
+
+Partitions are grouped into day clusters: partitions whose UTC days
+(`PartitionRef.min_time` to `max_time`) overlap share a cluster, so no day
+has rows in two clusters. As soon as every partition of a cluster is read,
+its rows are planned (`layout.plan_days`) and each of its days handed to
+`write_day`, while the other threads go on reading: a thread that comes free
+encodes a ready day before it reads another partition. Each day is written
+exactly once, from the same rows in the same order as if the whole batch had
+been read first, so file names and contents do not depend on the timing.
+
+Rows whose time is null belong to no day a partition's time range names;
+they are gathered from every cluster (in cluster order) and written last as
+the null day. Partitions without a time range make one cluster of the batch.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import threading
+from collections.abc import Callable, Iterable, Sequence
+
+import attrs
+import pyarrow as pa
+
+from hypaware.core.types import PartitionRef, RetryPartition
+from hypaware.core.workers import Task, cores, run_tasks
+from hypaware.iceberg import layout
+from hypaware.iceberg.catalog import _brief
+from hypaware.iceberg.schema import IncompatibleSchemaError, conform_batch
+
+__all__ = ["ReadBatch", "WriteDay", "day_clusters", "read_partition", "run_pipeline"]
+
+_EPOCH = dt.date(1970, 1, 1)
+
+# Most urgent first: finishing a day frees its rows; planning makes days ready.
+_WRITE, _PLAN, _READ = 0, 1, 2
+
+# A contiguous copy of a cluster's rows, made on first call.
+Copy = Callable[[], pa.Table]
+# write_day(the cluster's rows, the day's rows among them, their contiguous copy)
+WriteDay = Callable[[pa.Table, layout.DayRows, Copy], None]
+
+
+@attrs.define
+class ReadBatch:
+    """What was read of a batch: partitions read (in batch order), those set aside, rows."""
+
+    ok: list[str]
+    failed: list[RetryPartition]
+    rows: int
+
+
+def read_partition(part: PartitionRef, target: pa.Schema, what: str) -> pa.Table | RetryPartition:
+    """The partition's rows conformed to `target`, or why it cannot be read."""
+    where = f"{what}, partition {part.id!r}"
+    try:
+        reader = part.open()
+        try:
+            batches = [conform_batch(b, target, what=where) for b in reader]
+        finally:
+            reader.close()
+    except IncompatibleSchemaError as exc:
+        return RetryPartition(part.id, str(exc), retryable=False)
+    except Exception as exc:
+        return RetryPartition(part.id, f"{where}: cannot read: {_brief(exc)}")
+    return pa.Table.from_batches(batches, schema=target)
+
+
+def _day(value: dt.datetime) -> int:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return (value.astimezone(dt.UTC).date() - _EPOCH).days
+
+
+def day_clusters(partitions: Sequence[PartitionRef]) -> list[list[int]]:
+    """Indices of `partitions` grouped so that no UTC day spans two groups.
+
+    Groups come in day order, members in batch order. Without a time range
+    on every partition, the whole batch is one group.
+    """
+    spans: list[tuple[int, int, int]] = []
+    for index, part in enumerate(partitions):
+        if part.min_time is None or part.max_time is None:
+            return [list(range(len(partitions)))] if partitions else []
+        spans.append((_day(part.min_time), _day(part.max_time), index))
+    spans.sort()
+    clusters: list[list[int]] = []
+    end = 0
+    for lo, hi, index in spans:
+        if clusters and lo <= end:
+            clusters[-1].append(index)
+            end = max(end, hi)
+        else:
+            clusters.append([index])
+            end = hi
+    return [sorted(c) for c in clusters]
+
+
+def run_pipeline(
+    partitions: Sequence[PartitionRef],
+    target: pa.Schema,
+    what: str,
+    *,
+    time_column: str,
+    lookup_key: str | None,
+    write_day: WriteDay,
+    workers: int | None = None,
+) -> ReadBatch:
+    """Read `partitions`, and hand every day of their rows to `write_day` (see the module).
+
+    Unreadable partitions are set aside in the result, never raised. An
+    error from `write_day` stops the pipeline and is raised once every
+    thread has stopped.
+    """
+    clusters = day_clusters(partitions)
+    got: list[pa.Table | RetryPartition | None] = [None] * len(partitions)
+    left = [len(c) for c in clusters]
+    null_days: dict[int, tuple[pa.Table, layout.DayRows]] = {}
+    lock = threading.Lock()
+    several = len(clusters) > 1
+
+    def read(ci: int, index: int) -> Iterable[Task]:
+        result = read_partition(partitions[index], target, what)
+        with lock:
+            got[index] = result
+            left[ci] -= 1
+            done = left[ci] == 0
+        return [Task(_PLAN, functools.partial(plan, ci))] if done else []
+
+    def plan(ci: int) -> Iterable[Task]:
+        tables = [t for i in clusters[ci] if isinstance(t := got[i], pa.Table) and t.num_rows]
+        if not tables:
+            return []
+        data = pa.concat_tables(tables)
+        whole = _shared_copy(data)
+        tasks = []
+        for rows in layout.plan_days(data, time_column, lookup_key):
+            if rows.day is None and several:
+                with lock:
+                    null_days[ci] = (data, rows)
+                continue
+            tasks.append(Task(_WRITE, functools.partial(write, data, rows, whole)))
+        return tasks
+
+    def write(data: pa.Table, rows: layout.DayRows, whole: Copy) -> Iterable[Task]:
+        write_day(data, rows, whole)
+        return []
+
+    first = [
+        Task(_READ, functools.partial(read, c, i))
+        for c, members in enumerate(clusters)
+        for i in members
+    ]
+    run_tasks(first, workers=cores() if workers is None else workers)
+    if null_days:
+        # One null day for the whole batch, its rows gathered in cluster order.
+        pieces = [
+            pa.Table.from_batches(list(layout.day_batches(d, r, target)), schema=target)
+            for _ci, (d, r) in sorted(null_days.items())
+        ]
+        nulls = pa.concat_tables(pieces)
+        for rows in layout.plan_days(nulls, time_column, lookup_key):
+            write_day(nulls, rows, _shared_copy(nulls))
+    ok = [p.id for p, t in zip(partitions, got, strict=True) if isinstance(t, pa.Table)]
+    failed = [t for t in got if isinstance(t, RetryPartition)]
+    rows = sum(t.num_rows for t in got if isinstance(t, pa.Table))
+    return ReadBatch(ok, failed, rows)
+
+
+def _shared_copy(data: pa.Table) -> Copy:
+    """One contiguous copy of `data`, made on first need and shared by its days."""
+    lock = threading.Lock()
+    made: list[pa.Table] = []
+
+    def whole() -> pa.Table:
+        with lock:
+            if not made:
+                made.append(data.combine_chunks())
+            return made[0]
+
+    return whole
