@@ -197,3 +197,49 @@ async def test_reads_lists_and_deletes_through_a_link_are_refused(tmp_path: Path
     assert (outside / "d" / "secret.txt").read_bytes() == b"not yours"
     assert sorted(p.name for p in (outside / "d").iterdir()) == ["secret.txt"]
     await store.close()
+
+
+async def test_the_reader_filesystem_refuses_links_like_the_store(tmp_path: Path) -> None:
+    import pyarrow.dataset as pads
+    import pyarrow.fs as pafs
+
+    outside = tmp_path / "outside"
+    (outside / "d").mkdir(parents=True)
+    (outside / "d" / "secret.txt").write_bytes(b"not yours")
+    root = tmp_path / "root"
+    (root / "real" / "d").mkdir(parents=True)
+    (root / "real" / "d" / "ok.txt").write_bytes(b"mine")
+    (root / "ds").symlink_to(outside)
+    (root / "real" / "d" / "file.txt").symlink_to(outside / "d" / "secret.txt")
+    store = create(LocalFsConfig(root="root"), _Ctx(tmp_path))  # type: ignore[arg-type]
+    assert isinstance(store, ObstoreBlobStore)
+    fs, base = store.filesystem()
+    assert fs.cat_file(f"{base}/real/d/ok.txt") == b"mine"
+    linked = r"'ds' below the root .* is a symbolic link"
+    for call in (
+        lambda: fs.cat_file(f"{base}/ds/d/secret.txt"),
+        lambda: fs.cat_file(f"{base}/ds/d/secret.txt", start=0, end=3),
+        lambda: fs.cat_ranges([f"{base}/ds/d/secret.txt"], [0], [3]),
+        lambda: fs.info(f"{base}/ds/d/secret.txt"),
+        lambda: fs.ls(f"{base}/ds/d"),
+        lambda: fs.open(f"{base}/ds/d/secret.txt", "rb").read(),
+        lambda: fs.modified(f"{base}/ds/d/secret.txt"),
+        lambda: fs.pipe_file(f"{base}/ds/d/new.txt", b"x"),
+    ):
+        with pytest.raises(PathError, match=linked):
+            call()
+    with pytest.raises(PathError, match=r"'real/d/file.txt' below the root"):
+        fs.cat_file(f"{base}/real/d/file.txt")
+    # A listing that shows a link (a directory or a file) is refused too.
+    with pytest.raises(PathError, match="symbolic link"):
+        fs.ls(base)
+    with pytest.raises(PathError, match=r"'real/d/file.txt' below the root"):
+        fs.ls(f"{base}/real/d", detail=True)
+    # Through pyarrow, as queries read: the store's PathError comes back as is.
+    pyfs = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+    with pytest.raises(PathError, match=linked):
+        pyfs.open_input_file(f"{base}/ds/d/secret.txt")
+    with pytest.raises(PathError, match="symbolic link"):
+        pads.dataset(f"{base}/ds", filesystem=pyfs, format="parquet")
+    assert sorted(p.name for p in (outside / "d").iterdir()) == ["secret.txt"]
+    await store.close()
