@@ -21,6 +21,7 @@ from hypaware.cli import main
 from hypaware.cli.redact import HTTP_LOGGERS, SecretRedactor, configured_secrets, install
 from hypaware.core.types import ExportOptions
 from hypaware.request.sink import RequestSink
+from tests.query.helpers import cache_for, config, fill, make_rows, parquet_sink
 from tests.request.helpers import make_export, make_partition
 
 TOKEN = "tok-echoed-7f3a9c2b1d"
@@ -173,3 +174,70 @@ def test_the_filter_masks_message_args_exceptions_and_extras() -> None:
     assert "s3cr3t-value" not in text and text.count("***") >= 3
     # "ab" is too short to mask (it would mangle every log line): only one secret counts.
     assert repr(redactor) == "SecretRedactor(1 secrets)"
+
+
+LEAKY_LOGGER = "urllib3.connectionpool"
+
+
+def leak(original: Any) -> Any:
+    """`original`, logging the token first at DEBUG, as a chatty library under a command might."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        logging.getLogger(LEAKY_LOGGER).debug(
+            "GET https://h/in?key=%s", os.environ["HOOK_TOKEN"], extra={"auth": TOKEN}
+        )
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "name"),
+    [
+        ("status", "hypaware.cli.status", "collect_status"),
+        ("query", "hypaware.querying.api", "plan_query"),
+        ("check-config", "hypaware.cli.check_config", "next_fire"),
+    ],
+)
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_every_command_that_reads_a_config_masks_its_secrets(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    module: str,
+    name: str,
+    log_format: str,
+) -> None:
+    import importlib
+
+    import hypaware.core.checks
+
+    sinks = {
+        "arch": parquet_sink(tmp_path / "out"),
+        "hook": {"plugin": "@hypaware/webhook", "config": hook_config("http://127.0.0.1:9/in")},
+    }
+    fill(cache_for(config(tmp_path, sinks)), make_rows(0, 5))
+    doc = {"state_dir": str(tmp_path / "state"), "cache": {"path": str(tmp_path / "cache")}}
+    (tmp_path / "hypaware.json").write_text(json.dumps({**doc, "sinks": sinks}))
+    monkeypatch.setenv("HOOK_TOKEN", TOKEN)
+    monkeypatch.setenv("HOOK_SIGNING", SIGNING)
+    target = importlib.import_module(module)
+    monkeypatch.setattr(target, name, leak(getattr(target, name)))
+    resolved: list[object] = []
+    resolve_partial = hypaware.core.checks.resolve_partial
+    monkeypatch.setattr(
+        hypaware.core.checks,
+        "resolve_partial",
+        lambda *a: resolved.append(a) or resolve_partial(*a),
+    )
+    levels = {n: logging.getLogger(n).level for n in HTTP_LOGGERS}
+    argv = [command, "--config", str(tmp_path / "hypaware.json"), "--log-level", "DEBUG"]
+    code = main([*argv, "--log-format", log_format, *(["events"] if command == "query" else [])])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert LEAKY_LOGGER in err and "***" in err  # the record was written, masked
+    assert TOKEN not in out + err and SIGNING not in out + err
+    assert len(resolved) == 1  # the secrets came from the config check's own plans
+    # The levels the command set are put back.
+    assert {n: logging.getLogger(n).level for n in HTTP_LOGGERS} == levels
