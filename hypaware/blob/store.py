@@ -110,7 +110,8 @@ class ObstoreBlobStore:
     symbolic link below the root: obstore would follow it and write, read,
     list or delete outside the root, so every existing directory (and the
     file) on the way is checked first and a link is a `PathError` naming it.
-    The root itself may be a link. A directory swapped for a link between
+    The root itself may be a link. `filesystem()` and the Iceberg FileIO
+    run the same check (`check_key`). A directory swapped for a link between
     the check and the write is not caught: keep the root writable only by
     whoever runs the export.
 
@@ -191,8 +192,9 @@ class ObstoreBlobStore:
     def check_key(self, key: str, op: str = "access") -> None:
         """`PathError` if `key` (a key in `store`) goes through a symbolic link below a local root.
 
-        For readers that reach `store` directly (the fsspec filesystem,
-        Iceberg's FileIO); a no-op on remote stores, which have no links.
+        For code that reaches `store` directly (the fsspec filesystem of
+        `filesystem`, the Iceberg FileIO); a no-op on remote stores, which
+        have no links.
         """
         self._no_links(key, op, self._relative(key))
 
