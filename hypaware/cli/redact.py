@@ -16,7 +16,8 @@ Every command gets both from `hypaware.cli.logs.configured` (the filter on
 its handler, the HTTP loggers held for the length of the command); the
 shared config check (`hypaware.cli.common.checked_config`) hands the filter
 the secrets of the plans it resolved (`plan_secrets`), so the config is
-resolved once. `install` does the same for a program's own root handlers.
+resolved once (`retry` and `reset-progress`, which skip that check, resolve
+it for this alone: `redact_config`). `install` does the same for a program's own root handlers.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "hold_http_loggers",
     "install",
     "plan_secrets",
+    "redact_config",
     "redact_plans",
 ]
 
@@ -190,9 +192,21 @@ def hold_http_loggers(debug_loggers: Iterable[str] = ()) -> dict[str, int]:
 
 def redact_plans(handler: logging.Handler | None, plans: Iterable[SinkPlan]) -> None:
     """Give the `SecretRedactor` on `handler` the secrets of `plans` (resolved already)."""
-    if handler is None:
-        return
-    secrets = plan_secrets(plans)
+    if handler is not None:
+        _add(handler, plan_secrets(plans))
+
+
+def redact_config(handler: logging.Handler | None, config: Any) -> None:
+    """`redact_plans` for a command that loads `config` without the full check.
+
+    Resolves it once here (`configured_secrets`); a config that does not
+    resolve gives no secrets, and the command goes on as before.
+    """
+    if handler is not None:
+        _add(handler, configured_secrets(config))
+
+
+def _add(handler: logging.Handler, secrets: list[str]) -> None:
     for found in handler.filters:
         if isinstance(found, SecretRedactor):
             found.add(secrets)
