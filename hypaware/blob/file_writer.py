@@ -233,7 +233,10 @@ class FileWriter:
                     break
         finally:
             handed.cancel()
-        while len(written.puts) > 1:
+        # A put that ended already (refused before it read a byte, say) is
+        # settled now: its error is the cause; left pending, the next file
+        # would fail on the unread stream and hide it.
+        while len(written.puts) > 1 or (written.puts and written.puts[-1].done()):
             await written.settle_one()
 
     async def _put_stream(self, path: str, stream: AsyncGenerator[bytes, None]) -> ObjectMeta:

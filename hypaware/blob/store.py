@@ -110,7 +110,8 @@ class ObstoreBlobStore:
     symbolic link below the root: obstore would follow it and write, read,
     list or delete outside the root, so every existing directory (and the
     file) on the way is checked first and a link is a `PathError` naming it.
-    The root itself may be a link. A directory swapped for a link between
+    The root itself may be a link. `filesystem()` and the Iceberg FileIO
+    run the same check (`check_key`). A directory swapped for a link between
     the check and the write is not caught: keep the root writable only by
     whoever runs the export.
 
@@ -178,10 +179,24 @@ class ObstoreBlobStore:
         return self._label
 
     def filesystem(self) -> tuple[Any, str]:
-        """An fsspec filesystem over `store` and this store's root in it (`hypaware.blob.fs`)."""
+        """An fsspec filesystem over `store` and this store's root in it (`hypaware.blob.fs`).
+
+        On a local directory it refuses a symbolic link below the root with
+        the same `PathError` as this store's own operations.
+        """
         from hypaware.blob.fs import filesystem
 
-        return filesystem(self.store, self.prefix)
+        guard = self.check_key if self._local_root is not None else None
+        return filesystem(self.store, self.prefix, guard)
+
+    def check_key(self, key: str, op: str = "access") -> None:
+        """`PathError` if `key` (a key in `store`) goes through a symbolic link below a local root.
+
+        For code that reaches `store` directly (the fsspec filesystem of
+        `filesystem`, the Iceberg FileIO); a no-op on remote stores, which
+        have no links.
+        """
+        self._no_links(key, op, self._relative(key))
 
     def key(self, path: str) -> str:
         """The key in `store` for `path`; `PathError` if the path is unsafe."""
@@ -234,7 +249,7 @@ class ObstoreBlobStore:
                 checked.add(walked)
 
     def _relative(self, key: str) -> str:
-        if self._prefix:
+        if self._prefix and key.startswith(f"{self._prefix}/"):
             return key[len(self._prefix) + 1 :]
         return key
 

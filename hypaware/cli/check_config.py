@@ -15,6 +15,7 @@ from hypaware.cli.common import (
     errors,
     iso_utc,
 )
+from hypaware.cli.redact import redact_plans
 from hypaware.cli.status import state_warnings
 from hypaware.core.checks import check_config
 from hypaware.core.errors import ConfigError, PluginError
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
             doc = {"ok": False, "config": path, "sinks": [], "problems": found}
             print(json.dumps(doc, indent=2))
         return errors("check-config", exc, path)
+    redact_plans(getattr(args, "log_handler", None), plans)
     warnings = state_warnings(config) if getattr(args, "state", False) else []
     for warning in warnings:
         print(f"hypaware check-config: warning: {warning}", file=sys.stderr)

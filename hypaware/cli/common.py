@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from hypaware.cli.redact import redact_plans
 from hypaware.core.errors import ConfigError, PluginError
 
 __all__ = [
@@ -88,15 +89,21 @@ def errors(
 
 
 def checked_config(command: str, args: argparse.Namespace) -> tuple[Any, Any] | int:
-    """(config, plans) after every `check-config` check, or the exit status (2) on problems."""
+    """(config, plans) after every `check-config` check, or the exit status (2) on problems.
+
+    The secrets of the plans go to the command's log filter from here on
+    (`hypaware.cli.redact.redact_plans`), taken from this one resolution.
+    """
     from hypaware.core.checks import check_config
 
     source = None
     try:
         source = config_path(args)
-        return check_config(source)
+        config, plans = check_config(source)
     except (ConfigError, PluginError, ConfigMissingError) as exc:
         return errors(command, exc, source)
+    redact_plans(getattr(args, "log_handler", None), plans)
+    return config, plans
 
 
 def iso_utc(value: datetime | None) -> str | None:

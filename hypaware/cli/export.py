@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from hypaware.cli import redact
 from hypaware.cli.common import add_config_argument, checked_config, error, errors, print_table
 from hypaware.cli.logs import LineAwareHandler
 from hypaware.core.errors import ConfigError, PluginError, StateError
@@ -189,10 +188,8 @@ def run(args: argparse.Namespace) -> int:
     checked = checked_config("export", args)
     if isinstance(checked, int):
         return checked
-    config, plans = checked
-    # httpx and httpcore log headers at DEBUG: only --log-level debug lets them through.
-    debug = ("httpx", "httpcore") if getattr(args, "log_level", None) == "DEBUG" else ()
-    redact.install(redact.plan_secrets(plans), debug_loggers=debug)
+    # The config check gave the log filter the plans' secrets (hypaware.cli.logs).
+    config, _plans = checked
     names = args.sink or [s.name for s in config.sinks]
     tty = sys.stdout.isatty() and not args.json
     display = ProgressDisplay(

@@ -5,6 +5,10 @@ JSON object per line with the time, level, logger and message, plus every
 ``extra`` field the library attaches to its records (sink, dataset,
 batch_id, rows, bytes...). Records go to stderr.
 
+Every record also passes the command's `SecretRedactor`
+(`hypaware.cli.redact`): configured secret values print as ``***``, and
+httpx/httpcore stay at WARNING unless ``--log-level debug`` is given.
+
 A command that draws a live line on the terminal (``hypaware export``)
 hands it to the handler (`LogSetup.line`): the handler clears the line
 before a record and redraws it after, so the two never interleave.
@@ -20,6 +24,8 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Protocol, TextIO
+
+from hypaware.cli.redact import HTTP_LOGGERS, SecretRedactor, hold_http_loggers
 
 __all__ = [
     "LEVELS",
@@ -102,7 +108,9 @@ def configured(args: argparse.Namespace, *, stream: TextIO | None = None) -> Ite
     """Install the command's log handler on the root logger for the length of the block.
 
     The handler is set on `args.log_handler`, so a command can give it its
-    live line; it is removed (and the root level restored) afterwards.
+    live line, and carries a `SecretRedactor` the config check fills
+    (`hypaware.cli.common.checked_config`). It is removed afterwards, and the
+    levels of the root and the HTTP loggers are restored.
     """
     fmt = getattr(args, "log_format", "text") or "text"
     level_name = getattr(args, "log_level", None)
@@ -113,8 +121,11 @@ def configured(args: argparse.Namespace, *, stream: TextIO | None = None) -> Ite
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    handler.addFilter(SecretRedactor())
     root = logging.getLogger()
     old_level = root.level
+    # httpx and httpcore log headers at DEBUG: only --log-level debug lets them through.
+    held = hold_http_loggers(HTTP_LOGGERS if level_name == "DEBUG" else ())
     root.addHandler(handler)
     root.setLevel(getattr(logging, level_name))
     args.log_handler = handler
@@ -123,4 +134,6 @@ def configured(args: argparse.Namespace, *, stream: TextIO | None = None) -> Ite
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
+        for name, level in held.items():
+            logging.getLogger(name).setLevel(level)
         handler.line = None

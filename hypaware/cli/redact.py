@@ -11,6 +11,13 @@ defences, installed by `install` on the root logger's handlers:
   writes, including those propagated from any library's logger.
 - httpx and httpcore are held at WARNING unless the caller names them for
   debugging (`debug_loggers`).
+
+Every command gets both from `hypaware.cli.logs.configured` (the filter on
+its handler, the HTTP loggers held for the length of the command); the
+shared config check (`hypaware.cli.common.checked_config`) hands the filter
+the secrets of the plans it resolved (`plan_secrets`), so the config is
+resolved once (`retry` and `reset-progress`, which skip that check, resolve
+it for this alone: `redact_config`). `install` does the same for a program's own root handlers.
 """
 
 from __future__ import annotations
@@ -27,7 +34,16 @@ from hypaware.core.secrets import Secret
 if TYPE_CHECKING:
     from hypaware.core.resolver import SinkPlan
 
-__all__ = ["HTTP_LOGGERS", "SecretRedactor", "configured_secrets", "install", "plan_secrets"]
+__all__ = [
+    "HTTP_LOGGERS",
+    "SecretRedactor",
+    "configured_secrets",
+    "hold_http_loggers",
+    "install",
+    "plan_secrets",
+    "redact_config",
+    "redact_plans",
+]
 
 HTTP_LOGGERS = ("httpx", "httpcore")
 MIN_SECRET_LENGTH = 4
@@ -37,14 +53,23 @@ _MASK = "***"
 
 
 class SecretRedactor(logging.Filter):
-    """Replaces each of `secrets` with ``***`` in every record that passes; drops none."""
+    """Replaces each of `secrets` with ``***`` in every record that passes; drops none.
 
-    def __init__(self, secrets: Iterable[str]) -> None:
+    `add` takes more secrets later: the CLI installs the filter with its log
+    handler, before the config is read, and adds the secrets once the
+    config check has resolved them.
+    """
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
         super().__init__()
+        self._secrets: tuple[str, ...] = ()
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[str]) -> None:
+        """Mask `secrets` too, from the next record on."""
+        found = set(self._secrets) | {s for s in secrets if len(s) >= MIN_SECRET_LENGTH}
         # Longest first, so a secret containing another is masked whole.
-        self._secrets = tuple(
-            sorted({s for s in secrets if len(s) >= MIN_SECRET_LENGTH}, key=len, reverse=True)
-        )
+        self._secrets = tuple(sorted(found, key=len, reverse=True))
 
     def __repr__(self) -> str:
         return f"SecretRedactor({len(self._secrets)} secrets)"
@@ -149,8 +174,39 @@ def install(
         for old in [f for f in handler.filters if isinstance(f, SecretRedactor)]:
             handler.removeFilter(old)
         handler.addFilter(redactor)
+    hold_http_loggers(debug_loggers)
+    return redactor
+
+
+def hold_http_loggers(debug_loggers: Iterable[str] = ()) -> dict[str, int]:
+    """Set httpx and httpcore to WARNING unless named in `debug_loggers`; their former levels."""
     named = set(debug_loggers)
+    former = {}
     for name in HTTP_LOGGERS:
         if name not in named:
-            logging.getLogger(name).setLevel(logging.WARNING)
-    return redactor
+            logger = logging.getLogger(name)
+            former[name] = logger.level
+            logger.setLevel(logging.WARNING)
+    return former
+
+
+def redact_plans(handler: logging.Handler | None, plans: Iterable[SinkPlan]) -> None:
+    """Give the `SecretRedactor` on `handler` the secrets of `plans` (resolved already)."""
+    if handler is not None:
+        _add(handler, plan_secrets(plans))
+
+
+def redact_config(handler: logging.Handler | None, config: Any) -> None:
+    """`redact_plans` for a command that loads `config` without the full check.
+
+    Resolves it once here (`configured_secrets`); a config that does not
+    resolve gives no secrets, and the command goes on as before.
+    """
+    if handler is not None:
+        _add(handler, configured_secrets(config))
+
+
+def _add(handler: logging.Handler, secrets: list[str]) -> None:
+    for found in handler.filters:
+        if isinstance(found, SecretRedactor):
+            found.add(secrets)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hypaware.cache.local import LocalCache
+from hypaware.cli.redact import redact_config
 from hypaware.core.config import HypawareConfig
 from hypaware.core.config_loader import load_config
 from hypaware.core.errors import CacheError, ConfigError, StateError
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 2
+    redact_config(getattr(args, "log_handler", None), config)
     names = [s.name for s in config.sinks]
     if args.sink not in names:
         print(f"error: no such sink {args.sink!r}{did_you_mean(args.sink, names)}", file=sys.stderr)

@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from hypaware.cache.local import LocalCache
+from hypaware.cli.redact import redact_config
 from hypaware.core.config_loader import load_config
 from hypaware.core.errors import CacheError, ConfigError, StateError
 from hypaware.core.registry import did_you_mean
@@ -44,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         config = load_config(args.config)
+        redact_config(getattr(args, "log_handler", None), config)
         state_file = config.state_path / STATE_FILE
         store = ProgressStore(config.state_path, create=False) if state_file.exists() else None
     except ConfigError as exc:

@@ -104,7 +104,7 @@ class DataFileWriter:
             mine: set[str] = set()
             for index, chunks in enumerate(self._encoder.encode(target, batches)):
                 location = f"{directory}/{layout.data_file_name(stem, index)}"
-                key = self._root.key(location)
+                key = self._root.key(location, "write")
                 size, tail = self.put(key, location, chunks)
                 mine.add(key)
                 with lock:
@@ -156,7 +156,7 @@ class DataFileWriter:
 
     def delete_leftovers(self, directory: str, stem: str, keep: set[str]) -> None:
         """Remove files an earlier, interrupted attempt of this batch left in `directory`."""
-        prefix = self._root.key(directory) + "/"
+        prefix = self._root.key(directory, "list") + "/"
         try:
             for chunk in obstore.list(self._root.store, prefix=prefix):
                 for meta in chunk:

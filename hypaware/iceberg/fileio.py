@@ -5,7 +5,9 @@ the live store is handed over through a registry of roots: `register_root`
 returns a token that goes into the catalog properties, and `ObstoreFileIO`
 looks its root up by that token. Locations are full URLs under the root's
 URL (``s3://bucket/prefix/ns/table/metadata/...``); anything else is refused,
-so no file is read or written outside the sink's destination.
+and on a local directory so is a path through a symbolic link below the root
+(the blob store's own check), so no file is read or written outside the
+sink's destination.
 
 Errors keep the types pyiceberg relies on: a missing object is a
 `FileNotFoundError` and "already exists" a `FileExistsError` (our
@@ -17,6 +19,7 @@ from __future__ import annotations
 import io
 import itertools
 import threading
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -48,15 +51,24 @@ _READ_BUFFER = 4 * 1024 * 1024
 
 @attrs.frozen
 class StoreRoot:
-    """An obstore store, the key prefix of the sink's root in it, and that root's URL."""
+    """An obstore store, the key prefix of the sink's root in it, and that root's URL.
+
+    `guard` is the blob store's own key check (`ObstoreBlobStore.check_key`):
+    on a local directory it refuses a symbolic link below the root, so table
+    files are never written or read through one.
+    """
 
     store: Any
     prefix: str
     url: str
     label: str
+    guard: Callable[[str, str], None] | None = None
 
-    def key(self, location: str) -> str:
-        """The store key for a location under `url`; `StoreError` for any other location."""
+    def key(self, location: str, op: str = "read") -> str:
+        """The store key for a location under `url`; `StoreError` for any other location.
+
+        `op` names the operation in the `PathError` for a refused link.
+        """
         base = self.url.rstrip("/")
         if not location.startswith(base + "/"):
             raise StoreError(
@@ -66,7 +78,10 @@ class StoreRoot:
         rest = location[len(base) + 1 :]
         if not rest or rest.startswith("/") or any(p in ("", ".", "..") for p in rest.split("/")):
             raise StoreError(f"{self.label}: location {location!r} is not a plain path")
-        return f"{self.prefix}/{rest}" if self.prefix else rest
+        key = f"{self.prefix}/{rest}" if self.prefix else rest
+        if self.guard is not None:
+            self.guard(key, op)
+        return key
 
 
 _ROOTS: dict[str, StoreRoot] = {}
@@ -225,7 +240,7 @@ class ObstoreOutputFile(OutputFile):
     def __init__(self, root: StoreRoot, location: str) -> None:
         super().__init__(location)
         self._root = root
-        self._key = root.key(location)
+        self._key = root.key(location, "write")
 
     def __len__(self) -> int:
         return len(self.to_input_file())
@@ -302,7 +317,7 @@ class ObstoreFileIO(FileIO):
 
     def delete(self, location: str | InputFile | OutputFile) -> None:
         path = location if isinstance(location, str) else location.location
-        key = self.root.key(path)
+        key = self.root.key(path, "delete")
         try:
             obstore.delete(self.root.store, key)
         except FileNotFoundError:

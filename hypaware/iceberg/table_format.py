@@ -125,7 +125,8 @@ def store_root(store: BlobStore, sink: str) -> StoreRoot:
         base = url.rstrip("/")
     elif prefix:
         base = f"{base.rstrip('/')}/{prefix}"
-    return StoreRoot(store=raw, prefix=prefix, url=base, label=label)
+    guard = getattr(store, "check_key", None)
+    return StoreRoot(store=raw, prefix=prefix, url=base, label=label, guard=guard)
 
 
 class IcebergTableFormat:

@@ -21,6 +21,7 @@ from hypaware.cli import main
 from hypaware.cli.redact import HTTP_LOGGERS, SecretRedactor, configured_secrets, install
 from hypaware.core.types import ExportOptions
 from hypaware.request.sink import RequestSink
+from tests.query.helpers import cache_for, config, fill, make_rows, parquet_sink
 from tests.request.helpers import make_export, make_partition
 
 TOKEN = "tok-echoed-7f3a9c2b1d"
@@ -173,3 +174,91 @@ def test_the_filter_masks_message_args_exceptions_and_extras() -> None:
     assert "s3cr3t-value" not in text and text.count("***") >= 3
     # "ab" is too short to mask (it would mangle every log line): only one secret counts.
     assert repr(redactor) == "SecretRedactor(1 secrets)"
+
+
+LEAKY_LOGGER = "urllib3.connectionpool"
+
+
+def leak(original: Any, seen: list[int], resolved: list[object]) -> Any:
+    """`original`, logging the token first at DEBUG, as a chatty library under a command might.
+
+    `seen` gets the number of resolutions of the config made by then.
+    """
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        seen.append(len(resolved))
+        logging.getLogger(LEAKY_LOGGER).debug(
+            "GET https://h/in?key=%s", os.environ["HOOK_TOKEN"], extra={"auth": TOKEN}
+        )
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
+@pytest.mark.parametrize(
+    ("argv", "module", "name"),
+    [
+        (["status"], "hypaware.cli.status", "collect_status"),
+        (["query", "events"], "hypaware.querying.api", "plan_query"),
+        (["check-config"], "hypaware.cli.check_config", "next_fire"),
+        (["retry", "--dataset", "events"], "hypaware.cli.retry", "LocalCache.from_config"),
+        (
+            ["reset-progress", "--sink", "arch", "--from", "now", "--yes"],
+            "hypaware.cli.reset_progress",
+            "_high_waters",
+        ),
+    ],
+    ids=["status", "query", "check-config", "retry", "reset-progress"],
+)
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_every_command_that_reads_a_config_masks_its_secrets(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    module: str,
+    name: str,
+    log_format: str,
+) -> None:
+    import importlib
+
+    import hypaware.core.checks
+    import hypaware.core.resolver
+
+    sinks = {
+        "arch": parquet_sink(tmp_path / "out"),
+        "hook": {"plugin": "@hypaware/webhook", "config": hook_config("http://127.0.0.1:9/in")},
+    }
+    fill(cache_for(config(tmp_path, sinks)), make_rows(0, 5))
+    doc = {"state_dir": str(tmp_path / "state"), "cache": {"path": str(tmp_path / "cache")}}
+    (tmp_path / "hypaware.json").write_text(json.dumps({**doc, "sinks": sinks}))
+    monkeypatch.setenv("HOOK_TOKEN", TOKEN)
+    monkeypatch.setenv("HOOK_SIGNING", SIGNING)
+    # The leak happens in a call the command makes once its config is loaded.
+    resolved: list[object] = []
+    seen: list[int] = []
+    target: Any = importlib.import_module(module)
+    *owner, attr = name.split(".")
+    for part in owner:
+        target = getattr(target, part)
+    monkeypatch.setattr(target, attr, leak(getattr(target, attr), seen, resolved))
+    for where in (hypaware.core.checks, hypaware.core.resolver):
+        original = where.resolve_partial
+
+        def counted(*a: Any, _original: Any = original, **kw: Any) -> Any:
+            resolved.append(a)
+            return _original(*a, **kw)
+
+        monkeypatch.setattr(where, "resolve_partial", counted)
+    levels = {n: logging.getLogger(n).level for n in HTTP_LOGGERS}
+    command, *rest = argv
+    logging_args = ["--log-level", "DEBUG", "--log-format", log_format]
+    code = main([command, "--config", str(tmp_path / "hypaware.json"), *rest, *logging_args])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert LEAKY_LOGGER in err and "***" in err  # the record was written, masked
+    assert TOKEN not in out + err and SIGNING not in out + err
+    # Resolved once before the command's own work, and masked from there on.
+    assert seen and set(seen) == {1}, seen
+    # The levels the command set are put back.
+    assert {n: logging.getLogger(n).level for n in HTTP_LOGGERS} == levels

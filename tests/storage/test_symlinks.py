@@ -9,6 +9,7 @@ came back as a sink failure naming the link.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -197,3 +198,129 @@ async def test_reads_lists_and_deletes_through_a_link_are_refused(tmp_path: Path
     assert (outside / "d" / "secret.txt").read_bytes() == b"not yours"
     assert sorted(p.name for p in (outside / "d").iterdir()) == ["secret.txt"]
     await store.close()
+
+
+async def test_the_reader_filesystem_refuses_links_like_the_store(tmp_path: Path) -> None:
+    import pyarrow.dataset as pads
+    import pyarrow.fs as pafs
+
+    outside = tmp_path / "outside"
+    (outside / "d").mkdir(parents=True)
+    (outside / "d" / "secret.txt").write_bytes(b"not yours")
+    root = tmp_path / "root"
+    (root / "real" / "d").mkdir(parents=True)
+    (root / "real" / "d" / "ok.txt").write_bytes(b"mine")
+    (root / "ds").symlink_to(outside)
+    (root / "real" / "d" / "file.txt").symlink_to(outside / "d" / "secret.txt")
+    store = create(LocalFsConfig(root="root"), _Ctx(tmp_path))  # type: ignore[arg-type]
+    assert isinstance(store, ObstoreBlobStore)
+    fs, base = store.filesystem()
+    assert fs.cat_file(f"{base}/real/d/ok.txt") == b"mine"
+    linked = r"'ds' below the root .* is a symbolic link"
+    for call in (
+        lambda: fs.cat_file(f"{base}/ds/d/secret.txt"),
+        lambda: fs.cat_file(f"{base}/ds/d/secret.txt", start=0, end=3),
+        lambda: fs.cat_ranges([f"{base}/ds/d/secret.txt"], [0], [3]),
+        lambda: fs.info(f"{base}/ds/d/secret.txt"),
+        lambda: fs.ls(f"{base}/ds/d"),
+        lambda: fs.open(f"{base}/ds/d/secret.txt", "rb").read(),
+        lambda: fs.modified(f"{base}/ds/d/secret.txt"),
+        lambda: fs.pipe_file(f"{base}/ds/d/new.txt", b"x"),
+    ):
+        with pytest.raises(PathError, match=linked):
+            call()
+    with pytest.raises(PathError, match=r"'real/d/file.txt' below the root"):
+        fs.cat_file(f"{base}/real/d/file.txt")
+    # A listing that shows a link (a directory or a file) is refused too.
+    with pytest.raises(PathError, match="symbolic link"):
+        fs.ls(base)
+    with pytest.raises(PathError, match=r"'real/d/file.txt' below the root"):
+        fs.ls(f"{base}/real/d", detail=True)
+    # Through pyarrow, as queries read: the store's PathError comes back as is.
+    pyfs = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+    with pytest.raises(PathError, match=linked):
+        pyfs.open_input_file(f"{base}/ds/d/secret.txt")
+    with pytest.raises(PathError, match="symbolic link"):
+        pads.dataset(f"{base}/ds", filesystem=pyfs, format="parquet")
+    assert sorted(p.name for p in (outside / "d").iterdir()) == ["secret.txt"]
+    await store.close()
+
+
+class _HeldStore:
+    """The sink's store, holding the first day's put (its bytes all read) until a later one fails.
+
+    So the refused put fails while an earlier put of the same batch is
+    still completing: the moment its error could be lost behind the next file.
+    """
+
+    def __init__(self, inner: Any, held_day: str) -> None:
+        self.inner = inner
+        self.held_day = held_day
+        self.failed = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def put(self, path: str, data: Any, **kwargs: Any) -> Any:
+        if f"date={self.held_day}/" in path:
+            body = b"".join([chunk async for chunk in data])
+            # A wide margin: the refused put fails within milliseconds.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.failed.wait(), 30)
+            return await self.inner.put(path, body, **kwargs)
+        try:
+            return await self.inner.put(path, data, **kwargs)
+        except PathError:
+            self.failed.set()
+            raise
+
+
+def test_a_refused_day_of_a_multi_day_partition_is_reported_with_its_own_cause(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import attrs
+
+    from hypaware.cli.status import collect_status
+    from hypaware.export.driver import ExportDriver
+
+    from ..query.helpers import INFO, cache_for, config, make_rows
+
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    sink_config = {
+        "writer": "@hypaware/format-jsonl",
+        "destination": "@hypaware/local-fs",
+        "config": {"root": str(root)},
+    }
+    cfg = config(tmp_path, {"archive": sink_config})
+    # Not split by time: each partition (one per conversation) spans three days.
+    cache = cache_for(cfg, attrs.evolve(INFO, time_grain=None))
+    cache.append(INFO.name, [r for day in range(3) for r in make_rows(day * 30, 30, day=day)])
+    cache.seal(INFO.name)
+    outside.mkdir()
+    (root / "events").mkdir(parents=True)
+    (root / "events" / "date=2026-03-02").symlink_to(outside)
+
+    async def run() -> Any:
+        driver = ExportDriver.from_config(cfg, cache=cache)
+        try:
+            sink = driver.sink("archive")
+            assert isinstance(sink, BlobSink)
+            sink.lanes = 1  # the days one after the other, sharing the batch's puts
+            sink.store = _HeldStore(sink.store, "2026-03-01")  # type: ignore[assignment]
+            return await driver.run_once(backfill=True)
+        finally:
+            await driver.close()
+
+    with caplog.at_level("WARNING", logger="hypaware"):
+        report = asyncio.run(run())
+    assert list(outside.iterdir()) == []
+    cause = "'events/date=2026-03-02' below the root"
+    (failure,) = report.sinks["archive"].failures
+    assert cause in failure.reason and "refusing to write" in failure.reason, failure.reason
+    assert failure.partitions == 3
+    last_error = collect_status(cfg)["sinks"]["archive"]["last_error"]
+    assert cause in last_error, last_error
+    lines = [r.getMessage() for r in caplog.records if "batch" in r.getMessage()]
+    assert lines and all(cause in line for line in lines), lines
+    for text in (failure.reason, last_error, *lines):
+        assert "not read to the end" not in text
