@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(checked, int):
         return checked
     # The config check gave the log filter the plans' secrets (hypaware.cli.logs).
-    config, _plans = checked
+    config, plans = checked
     names = args.sink or [s.name for s in config.sinks]
     tty = sys.stdout.isatty() and not args.json
     display = ProgressDisplay(

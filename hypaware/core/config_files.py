@@ -84,7 +84,8 @@ def _map_generic(doc: Any, on_generic: Any, on_plugin: Any) -> Any:
                 for name, entry in value.items()
             }
         else:
-            out[key] = on_generic(value, str(key))
+            # An empty key still needs a path a problem can name.
+            out[key] = on_generic(value, str(key) or '""')
     return out
 
 

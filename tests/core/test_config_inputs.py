@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from hypaware import ConfigError, load_config, resolve
@@ -114,6 +114,7 @@ def test_any_document_in_process_is_a_config_error_or_a_config(doc: Any) -> None
 
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=200) | documents.map(lambda d: json.dumps(d).encode()))
+@example(b'{"":"${"}')  # a problem under an empty top-level key still has a path
 def test_any_file_is_a_config_error_or_a_config(data: bytes) -> None:
     import tempfile
 
