@@ -29,6 +29,7 @@ from hypaware.blob.layout import NULL_DAY, batch_stem
 from hypaware.blob.sink import BlobSink
 from hypaware.destinations.memory import shared_store
 from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
+from tests.timing import PROMPT
 
 from .data import RICH_SCHEMA, TIME, expected_table, partition, registry, rich_batch, rich_rows
 from .readback import check_store, mirror
@@ -552,7 +553,7 @@ async def test_close_during_an_export_sends_the_rest_back_for_retry(tmp_path: Pa
     def slow() -> Iterable[pa.RecordBatch]:
         for i in range(100):
             started.set()
-            release.wait(5)
+            release.wait(PROMPT)
             yield rich_rows(i * 10, 10)
 
     sink = BlobSink(
@@ -572,7 +573,7 @@ async def test_close_during_an_export_sends_the_rest_back_for_retry(tmp_path: Pa
         partitions=[slow_part, *rich_batch(parts=2).partitions],
     )
     export = asyncio.create_task(sink.export_batch(batch, OPTS))
-    await asyncio.to_thread(started.wait, 5)
+    assert await asyncio.to_thread(started.wait, PROMPT), "the slow partition was never read"
     closing = asyncio.create_task(sink.close())
     await asyncio.sleep(0.01)
     release.set()
