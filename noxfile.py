@@ -1,8 +1,9 @@
 """Sessions: tests, install, lint, typecheck, docs, bench. ``.ci/run`` is what CI runs.
 
-``tests`` runs on 3.11; ``install`` on every supported Python (3.11, 3.12,
-3.13), where an interpreter this machine does not have is skipped with a
-message, not an error.
+``tests`` and ``install`` run on every supported Python (3.11, 3.12, 3.13):
+``nox -s tests`` runs the suite on all three, ``nox -s tests-3.13`` on one.
+An interpreter this machine does not have is skipped with a message, not an
+error. CI runs the suite on the oldest and the newest (see ``.ci/run``).
 """
 
 from __future__ import annotations
@@ -24,10 +25,7 @@ PYTHONS = ["3.11", "3.12", "3.13"]
 HERE = Path(__file__).parent
 
 
-# The suite runs on 3.11. On 3.13, sqlite connections left to the garbage
-# collector raise ResourceWarning, an error under the suite's warning filter;
-# until they are all closed explicitly, newer Pythons get the install check.
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
     """The whole test suite, against the real peers the fixtures start."""
     session.install("-e", ".[test,iceberg,docs]", "./tests/thirdparty", "./examples/acme-sqlite")

@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
+from typing import Self
 
 import attrs
 
@@ -241,6 +242,12 @@ class BatchIndex:
             if not self._closed:
                 self._closed = True
                 self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _in_chunks(values: Collection[str]) -> Iterator[tuple[list[str], str]]:

@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Self
 
 import attrs
 
@@ -184,6 +185,12 @@ class ProgressStore(LedgerMixin):
         if not self._closed:
             self._closed = True
             self._db.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ---------------------------------------------------------- high-water
 

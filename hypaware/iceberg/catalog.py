@@ -138,11 +138,10 @@ def open_catalog(config: CatalogConfig, ctx: BuildContext, properties: dict[str,
                 ctx.resolve_path(config.path).parent if config.path is not None else ctx.state_dir
             )
             Path(sqlite_dir).mkdir(parents=True, exist_ok=True)
-        from pyiceberg.catalog.sql import SqlCatalog
-
+        sql_catalog = _disposing_sql_catalog()
         # Creating the catalog's own tables races with other writers starting at once.
         return retrying(
-            lambda: SqlCatalog(config.name, **properties),
+            lambda: sql_catalog(config.name, **properties),
             retry_on=_is_setup_race,
             attempts=5,
             backoff=0.05,
@@ -155,6 +154,27 @@ def open_catalog(config: CatalogConfig, ctx: BuildContext, properties: dict[str,
         ) from exc
     except Exception as exc:
         raise IcebergError(f"{where}: cannot open the catalog: {_brief(exc)}") from exc
+
+
+def _disposing_sql_catalog() -> type[Catalog]:
+    """pyiceberg's `SqlCatalog`, made to dispose its engine when creating its tables fails.
+
+    `SqlCatalog.__init__` creates an engine, then the catalog's tables; when
+    the latter fails (another writer won the race) the half-made catalog is
+    never returned, and its pooled sqlite connections would be left to the
+    garbage collector.
+    """
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    class DisposingSqlCatalog(SqlCatalog):
+        def create_tables(self) -> None:
+            try:
+                super().create_tables()
+            except BaseException:
+                self.engine.dispose()
+                raise
+
+    return DisposingSqlCatalog
 
 
 def _is_lock_error(exc: BaseException) -> bool:

@@ -151,6 +151,9 @@ class IcebergTableFormat:
         self._catalog: Catalog | None = None
         self._lock = threading.Lock()
         self._closed = False
+        # Writes running in threads: the catalog is released by the last of
+        # close() and them, so no write opens connections on a disposed engine.
+        self._writes = 0
 
     def __repr__(self) -> str:
         return f"IcebergTableFormat(sink={self.sink!r}, warehouse={self._root.url!r})"
@@ -235,6 +238,10 @@ class IcebergTableFormat:
         commit conflict or a locked catalog (from this thread).
         """
         what = self._what(batch.dataset.name)
+        with self._lock:
+            if self._closed:
+                raise SinkClosedError(f"sink {self.sink!r} is closed")
+            self._writes += 1
         try:
             return self._write(batch, what, on_wait)
         except IcebergError as exc:
@@ -247,6 +254,15 @@ class IcebergTableFormat:
             if isinstance(exc, SinkClosedError):
                 raise
             return ExportResult.failed(batch, f"{what}: {_brief(exc)}")
+        finally:
+            self._write_ended()
+
+    def _write_ended(self) -> None:
+        with self._lock:
+            self._writes -= 1
+            last = self._closed and self._writes == 0
+            catalog, self._catalog = (self._catalog, None) if last else (None, self._catalog)
+        _dispose(catalog)
 
     def _write(self, batch: ExportBatch, what: str, on_wait: RetryWait | None) -> ExportResult:
         dataset = batch.dataset
@@ -428,8 +444,16 @@ class IcebergTableFormat:
             if self._closed:
                 return
             self._closed = True
-            catalog, self._catalog = self._catalog, None
+            catalog = None
+            if not self._writes:  # else the last write still running releases it
+                catalog, self._catalog = self._catalog, None
         unregister_root(self._token)
-        engine = getattr(catalog, "engine", None)
-        if engine is not None:
-            await asyncio.to_thread(engine.dispose)
+        if catalog is not None:
+            await asyncio.to_thread(_dispose, catalog)
+
+
+def _dispose(catalog: Catalog | None) -> None:
+    """Close a SQL catalog's pooled connections (a REST catalog holds none)."""
+    engine = getattr(catalog, "engine", None)
+    if engine is not None:
+        engine.dispose()

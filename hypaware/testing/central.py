@@ -8,7 +8,8 @@ stored row in memory and counts requests.
 
 It can be scripted to misbehave: `script()` queues steps consumed one per
 request (`Reply` any status with any ``Retry-After`` text or body, `Drop` the
-connection before or after storing the rows, `Delay` a reply), and
+connection before or after storing the rows, `Delay` a reply, or `Hold` it
+until the test releases it), and
 `rate_limit` answers 429 per gateway past a number of requests per window::
 
     from hypaware.testing.central import CentralServer, Drop, Reply
@@ -41,7 +42,7 @@ from urllib.parse import unquote
 
 import attrs
 
-__all__ = ["CentralServer", "Delay", "Drop", "RateLimit", "Reply", "Seen"]
+__all__ = ["CentralServer", "Delay", "Drop", "Hold", "RateLimit", "Reply", "Seen"]
 
 _PATH = re.compile(r"^/v1/datasets/([^/?#]+)/rows$")
 _MAX_DECODED = 256 * 1024 * 1024
@@ -74,7 +75,26 @@ class Delay:
     seconds: float
 
 
-Step = Reply | Drop | Delay
+@attrs.frozen
+class Hold:
+    """Hold the next request until `release` is set, then handle it normally.
+
+    `arrived` is set when the request is being held, so a test can act at that
+    moment (for example let the client time out) instead of guessing a delay::
+
+        hold = Hold()
+        server.script(hold)
+        ...  # the client sends; hold.arrived.wait(...) says it got there
+        hold.release.set()
+
+    Stopping the server ends a hold too (the connection is closed unanswered).
+    """
+
+    release: threading.Event = attrs.field(factory=threading.Event, eq=False)
+    arrived: threading.Event = attrs.field(factory=threading.Event, eq=False)
+
+
+Step = Reply | Drop | Delay | Hold
 
 
 @attrs.frozen
@@ -108,11 +128,12 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
-    timeout = 5.0  # idle keep-alive connections close on their own
     disable_nagle_algorithm = True
 
     def setup(self) -> None:
         super().setup()
+        # Idle keep-alive connections close on their own (handle_one_request ends on a timeout).
+        self.connection.settimeout(self.server.app.idle_timeout)
         self.server.app._track(self.connection, True)
 
     def finish(self) -> None:
@@ -135,7 +156,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class CentralServer:
-    """The reference server. `token=None` accepts any request without auth."""
+    """The reference server. `token=None` accepts any request without auth.
+
+    `idle_timeout` (seconds) closes a keep-alive connection that sends nothing
+    for that long; `stop()` closes every connection whatever it is set to.
+    """
 
     def __init__(
         self,
@@ -145,8 +170,10 @@ class CentralServer:
         port: int = 0,
         max_body_bytes: int = 32 * 1024 * 1024,
         rate_limit: RateLimit | None = None,
+        idle_timeout: float = 5.0,
     ) -> None:
         self.token = token
+        self.idle_timeout = idle_timeout
         self.max_body_bytes = max_body_bytes
         self.rate_limit = rate_limit
         self._host = host
@@ -324,6 +351,9 @@ class CentralServer:
         if isinstance(step, Delay) and self._stopping.wait(step.seconds):
             h.close_connection = True
             return
+        if isinstance(step, Hold) and not self._hold(step):
+            h.close_connection = True
+            return
         raw = self._read_body(h)
         body = raw or b""
         if isinstance(step, Reply):
@@ -346,6 +376,15 @@ class CentralServer:
             return
         self._record(gateway, batch, dataset, body, status, str(doc.get("status", "error")))
         self._send(h, status, doc, headers=extra)
+
+    def _hold(self, step: Hold) -> bool:
+        """Wait for `step.release`; False when the server stops first."""
+        step.arrived.set()
+        # Two events to wait on: poll the release in short waits, checking for a stop.
+        while not step.release.wait(0.05):
+            if self._stopping.is_set():
+                return False
+        return True
 
     def _apply(
         self,

@@ -113,15 +113,11 @@ async def _await_aborted(
     try:
         await _close_within(h, sink, f"close() called {when}")
     except ContractViolation:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(task, 1.0)
+        await _cancel(h, task)
         raise
     done, _ = await asyncio.wait({task}, timeout=h.close_timeout)
     if not done:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(task, 1.0)
+        await _cancel(h, task)
         raise ContractViolation(
             Promise.CLOSE_PROMPT,
             f"export_batch did not return within {h.close_timeout:g} s of a close() called {when}",
@@ -137,3 +133,15 @@ async def _await_aborted(
         ) from exc
     _check_accounting(batch, result, f"export_batch interrupted by close() {when}")
     return result
+
+
+async def _cancel(h: SinkHarness, task: asyncio.Future[ExportResult]) -> None:
+    """Cancel an export that broke the contract, and wait for it to unwind.
+
+    The violation is already decided; the wait only keeps the task from
+    outliving the check. It gets the harness's own `close_timeout`, not a
+    fixed second, so a slow machine does not leave the task behind.
+    """
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await asyncio.wait_for(task, h.close_timeout)

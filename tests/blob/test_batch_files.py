@@ -216,6 +216,8 @@ async def test_the_index_survives_a_restart_and_a_crash_keeps_the_batch_open(
     assert 1 <= len(record.day_dirs) <= 2
     assert record.day_dirs <= {f"events/date=2026-03-0{d}" for d in (1, 2, 3)}
     index.close()
+    # The "crashed" sink still holds its own handle on the index; let it go.
+    await sink.close()
 
 
 # ------------------------------------------------------------------ property

@@ -29,6 +29,7 @@ from hypaware.blob.layout import NULL_DAY, batch_stem
 from hypaware.blob.sink import BlobSink
 from hypaware.destinations.memory import shared_store
 from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
+from tests.timing import PROMPT
 
 from .data import RICH_SCHEMA, TIME, expected_table, partition, registry, rich_batch, rich_rows
 from .readback import check_store, mirror
@@ -322,6 +323,7 @@ async def test_a_crash_in_the_middle_then_a_changed_retry_leaves_exactly_one_cop
     rows = pa.concat_tables(pq.read_table(p) for p in after)
     assert row_ids(rows) == Counter(range(240))
     await big.close()
+    await small.close()  # the "crashed" attempt's index and threads
 
 
 async def test_shrinking_rollover_between_attempts_removes_the_extra_files(
@@ -473,6 +475,31 @@ async def test_destination_failures_come_back_for_retry_naming_sink_and_destinat
     await sink.close()
 
 
+@pytest.mark.parametrize("fail_after_chunks", [None, 1])
+async def test_a_refused_put_is_the_reason_even_when_more_files_follow(
+    tmp_path: Path, fail_after_chunks: int | None
+) -> None:
+    # Many small files per day: the store refuses the first one before (or
+    # while) taking its bytes. The batch fails on the store's error, not on
+    # the encoder's complaint that the refused file was never read to its end.
+    store = FaultyStore(local_store(tmp_path))
+    if fail_after_chunks is None:
+        store.put_error = TransientStoreError("sink 'archive' (local): write refused")
+    store.fail_after_chunks = fail_after_chunks
+    sink = BlobSink(
+        "archive", store, ParquetEncoder(ParquetConfig(row_group_size=5, target_file_size=1))
+    )
+    try:
+        result = await sink.export_batch(rich_batch(parts=2, rows=40), OPTS)
+    finally:
+        await sink.close()
+    assert result.exported == ()
+    reasons = [r.reason for r in result.retry_partitions]
+    assert len(reasons) == 2
+    assert all("refused" in r or "connection reset" in r for r in reasons), reasons
+    assert all(r.retryable for r in result.retry_partitions)
+
+
 async def test_an_upload_failing_midway_drops_the_read_ahead_cleanly(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -552,7 +579,7 @@ async def test_close_during_an_export_sends_the_rest_back_for_retry(tmp_path: Pa
     def slow() -> Iterable[pa.RecordBatch]:
         for i in range(100):
             started.set()
-            release.wait(5)
+            release.wait(PROMPT)
             yield rich_rows(i * 10, 10)
 
     sink = BlobSink(
@@ -572,7 +599,7 @@ async def test_close_during_an_export_sends_the_rest_back_for_retry(tmp_path: Pa
         partitions=[slow_part, *rich_batch(parts=2).partitions],
     )
     export = asyncio.create_task(sink.export_batch(batch, OPTS))
-    await asyncio.to_thread(started.wait, 5)
+    assert await asyncio.to_thread(started.wait, PROMPT), "the slow partition was never read"
     closing = asyncio.create_task(sink.close())
     await asyncio.sleep(0.01)
     release.set()

@@ -32,15 +32,22 @@ def utc_day(micros: int | None) -> str:
     return (EPOCH + timedelta(microseconds=micros)).date().isoformat()
 
 
-async def export_twice(batch: ExportBatch, store: ObstoreBlobStore) -> dict[str, bytes]:
+async def export_twice(batch: ExportBatch, backing: MemoryStore) -> dict[str, bytes]:
     # The second attempt rolls over differently: it must still leave one copy.
+    # Each sink gets its own handle on the one backing store, as a restart would,
+    # so closing a sink (its store, index and threads) leaves the objects readable.
     for config in (ParquetConfig(row_group_size=3, target_file_size=1), ParquetConfig()):
-        sink = BlobSink("prop", store, ParquetEncoder(config))
-        result = await sink.export_batch(batch, ExportOptions())
+        sink = BlobSink("prop", ObstoreBlobStore(backing), ParquetEncoder(config))
+        try:
+            result = await sink.export_batch(batch, ExportOptions())
+        finally:
+            await sink.close()
         assert result.exported == ("p",), result
+    store = ObstoreBlobStore(backing)
     objects = {}
     async for meta in store.list():
         objects[meta.path] = await store.get(meta.path)
+    await store.close()
     return objects
 
 
@@ -76,7 +83,7 @@ def test_every_row_lands_once_under_its_utc_day(
         dataset=DatasetInfo(name="d", schema=schema, time_column="at"),
         partitions=[part],
     )
-    objects = asyncio.run(export_twice(batch, ObstoreBlobStore(MemoryStore())))
+    objects = asyncio.run(export_twice(batch, MemoryStore()))
     seen: Counter[int] = Counter()
     for path, data in objects.items():
         dataset, date, _name = path.split("/")

@@ -36,6 +36,8 @@ def blob_store_of(
     entry = {"writer": "@hypaware/format-jsonl", "destination": destination, "config": config}
     sink = build_sink(base, entry, env)
     assert isinstance(sink, BlobSink)
+    # Only the store is wanted: the sink's batch index (a sqlite file) is let go now.
+    sink.index.close()
     return sink.store
 
 
@@ -56,3 +58,15 @@ async def rows_in_store(store: BlobStore, dataset: str) -> list[dict[str, Any]]:
     async for meta in store.list(encode_segment(dataset)):
         rows.extend(decode_rows(meta.path, await store.get(meta.path)))
     return rows
+
+
+async def rows_at(
+    base: Path, destination: str, config: dict[str, Any], dataset: str,
+    env: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Every row a blob sink on `destination` wrote for `dataset`, through a store of its own."""
+    store = blob_store_of(base, destination, config, env)
+    try:
+        return await rows_in_store(store, dataset)
+    finally:
+        await store.close()

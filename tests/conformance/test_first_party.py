@@ -20,7 +20,7 @@ from hypaware.testing.peers import AZURITE_KEY, AzuritePeer, GCSServer, S3Peer
 from hypaware.testing.rest_catalog import RestCatalogServer
 from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
 
-from .first_party import blob_store_of, build_sink, rows_in_store
+from .first_party import blob_store_of, build_sink, rows_at
 
 S3_SECRET = "s3-conformance-secret-7d1c9b"
 CENTRAL_TOKEN = "central-conformance-token-4e2a"
@@ -57,8 +57,7 @@ class TestParquetOnLocalFs(QueryableSinkContract):
         )
 
     async def read_rows(self, target: Path, dataset: DatasetInfo) -> list[dict[str, Any]]:
-        store = blob_store_of(target, "@hypaware/local-fs", {"root": "out"})
-        return await rows_in_store(store, dataset.name)
+        return await rows_at(target, "@hypaware/local-fs", {"root": "out"}, dataset.name)
 
     def local_root(self, target: Path) -> Path:
         return target / "out"
@@ -83,8 +82,7 @@ class TestJsonlOnMemory(SinkContract):
         )
 
     async def read_rows(self, target: Remote, dataset: DatasetInfo) -> list[dict[str, Any]]:
-        store = blob_store_of(target.base, "@hypaware/memory", self._config(target))
-        return await rows_in_store(store, dataset.name)
+        return await rows_at(target.base, "@hypaware/memory", self._config(target), dataset.name)
 
 
 def s3_config(target: Remote) -> dict[str, Any]:
@@ -123,8 +121,7 @@ class TestParquetOnS3(QueryableSinkContract):
         )
 
     async def read_rows(self, target: Remote, dataset: DatasetInfo) -> list[dict[str, Any]]:
-        store = blob_store_of(target.base, "@hypaware/s3", s3_config(target), S3_ENV)
-        return await rows_in_store(store, dataset.name)
+        return await rows_at(target.base, "@hypaware/s3", s3_config(target), dataset.name, S3_ENV)
 
 
 # ---------------------------------------------------------------- table format

@@ -118,11 +118,16 @@ class ScriptedSink:
         self.attempts: list[int] = []
         self.closed = False
         self._release = asyncio.Event()
+        # Set when an export begins, and when one returns its result: tests wait
+        # on these instead of polling.
+        self.entered = asyncio.Event()
+        self.returned = asyncio.Event()
         self.fail_ids: Callable[[str], bool] = lambda _pid: False
 
     async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
         self.batches.append(batch)
         self.attempts.append(opts.attempt)
+        self.entered.set()
         if self.mode == "raise":
             raise RuntimeError("destination exploded")
         if self.mode == "fail":
@@ -142,6 +147,7 @@ class ScriptedSink:
             self.rows.update(table.column("row_id").to_pylist())
             self.acks[part.id] += 1
             exported.append(part.id)
+        self.returned.set()
         return ExportResult(exported=exported, retry_partitions=retry, rows_written=1)
 
     async def close(self) -> None:

@@ -18,6 +18,7 @@ class StubbornSink(ScriptedSink):
 
     async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
         self.batches.append(batch)
+        self.entered.set()
         await asyncio.sleep(3600)
         raise AssertionError("unreachable")
 
@@ -37,11 +38,9 @@ async def _close_while_blocked(tmp_path: Path, blocked: ScriptedSink, budget: fl
         state=tmp_path / "state",
     )
     run = asyncio.ensure_future(driver.run_once(backfill=True))
-    for _ in range(1000):
-        await asyncio.sleep(0.001)
-        if blocked.batches and good.rows:
-            break
-    assert blocked.batches, "the sink never started waiting"
+    # close() comes once the blocked sink is waiting and the good one has delivered.
+    await asyncio.wait_for(blocked.entered.wait(), PROMPT)
+    await asyncio.wait_for(good.returned.wait(), PROMPT)
     started = time.monotonic()
     await driver.close()
     assert time.monotonic() - started < PROMPT

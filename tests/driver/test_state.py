@@ -10,7 +10,7 @@ import pytest
 
 from hypaware.core.errors import StateError
 from hypaware.core.types import RetryPartition
-from hypaware.export.state import STATE_FILE, ProgressStore
+from hypaware.export.state import STATE_FILE, InFlightBatch, ProgressStore
 from tests.driver.helpers import T0
 
 
@@ -22,7 +22,8 @@ def test_fresh_start_keeps_an_existing_high_water(tmp_path: Path) -> None:
     assert store.start("b", "events", 0) == 0
     store.close()
     store.close()
-    assert ProgressStore(tmp_path).high_waters() == {("a", "events"): 7, ("b", "events"): 0}
+    with ProgressStore(tmp_path) as again:
+        assert again.high_waters() == {("a", "events"): 7, ("b", "events"): 0}
 
 
 def test_batch_keeps_its_id_and_partitions_until_settled(tmp_path: Path) -> None:
@@ -31,7 +32,11 @@ def test_batch_keeps_its_id_and_partitions_until_settled(tmp_path: Path) -> None
     flight = store.begin_batch("b-1", "a", "events", [("p3", 3), ("p1", 1), ("p2", 2)])
     assert store.attempt("b-1") == 1
     store.close()
-    reopened = ProgressStore(tmp_path)
+    with ProgressStore(tmp_path) as reopened:
+        check_reopened(reopened, flight)
+
+
+def check_reopened(reopened: ProgressStore, flight: InFlightBatch) -> None:
     (again,) = reopened.in_flight("a")
     assert again.batch_id == "b-1"
     assert again.partitions == (("p3", 3), ("p1", 1), ("p2", 2))
@@ -57,7 +62,11 @@ def test_batch_keeps_its_id_and_partitions_until_settled(tmp_path: Path) -> None
 
 
 def test_removing_a_sink_leaves_others_alone(tmp_path: Path) -> None:
-    store = ProgressStore(tmp_path)
+    with ProgressStore(tmp_path) as store:
+        check_two_sinks(store)
+
+
+def check_two_sinks(store: ProgressStore) -> None:
     store.start("a", "events", 4)
     store.start("b", "events", 9)
     f = store.begin_batch("x", "b", "events", [("p10", 10)])
@@ -68,13 +77,14 @@ def test_removing_a_sink_leaves_others_alone(tmp_path: Path) -> None:
 
 
 def test_slots_are_claimed_once(tmp_path: Path) -> None:
-    store = ProgressStore(tmp_path)
-    assert store.last_slot("a") is None
-    assert store.claim_slot("a", T0)
-    assert not store.claim_slot("a", T0)
-    assert not store.claim_slot("a", T0 - timedelta(minutes=5))
-    assert store.claim_slot("a", T0 + timedelta(minutes=5))
-    assert ProgressStore(tmp_path).last_slot("a") == T0 + timedelta(minutes=5)
+    with ProgressStore(tmp_path) as store:
+        assert store.last_slot("a") is None
+        assert store.claim_slot("a", T0)
+        assert not store.claim_slot("a", T0)
+        assert not store.claim_slot("a", T0 - timedelta(minutes=5))
+        assert store.claim_slot("a", T0 + timedelta(minutes=5))
+    with ProgressStore(tmp_path) as again:
+        assert again.last_slot("a") == T0 + timedelta(minutes=5)
 
 
 def test_corrupt_database_is_a_clear_error_and_left_untouched(tmp_path: Path) -> None:
@@ -103,6 +113,7 @@ def test_locked_database_is_a_clear_error_and_loses_nothing(tmp_path: Path) -> N
     assert [b.batch_id for b in store.in_flight("a")] == ["b-1"]
     store.settle_batch(f, ["p6"], [])
     assert store.high_water("a", "events") == 6
+    store.close()
 
 
 def test_unwritable_state_dir(tmp_path: Path) -> None:

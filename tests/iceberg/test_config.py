@@ -181,3 +181,4 @@ def test_a_writer_that_loses_the_race_to_create_the_catalog_tables_uses_the_winn
     catalog = open_catalog(config, ctx, props)
     assert lost == [True]
     assert catalog.list_namespaces() == []
+    catalog.engine.dispose()  # type: ignore[attr-defined]

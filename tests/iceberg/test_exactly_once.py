@@ -39,7 +39,8 @@ async def test_crash_after_commit_before_ack_does_not_duplicate(tmp_path: Path) 
     result = await first.export_batch(batch("b-7", parts), ExportOptions())
     assert len(result.exported) == 6
     # The process dies here: the driver never saw the ack. A new process retries the batch.
-    del first
+    # (Closing only lets this test's "dead" process go; nothing it does reaches the table.)
+    await first.close()
 
     second = build_sink(cfg)
     again = await second.export_batch(batch("b-7", parts), ExportOptions(attempt=2))
@@ -99,6 +100,7 @@ async def test_files_of_an_interrupted_attempt_are_reused_not_left(
     monkeypatch.setattr(table_format, "commit_files", die)
     with pytest.raises(_Killed):
         sink.table.write_batch_sync(batch("b", parts))  # type: ignore[attr-defined]
+    await sink.close()  # the "killed" process's catalog connections
     orphans = _data_files_on_disk(tmp_path)
     assert len(orphans) > 1  # rolled at the small target size
     # A stray extra file of the same batch, as a differently-rolled attempt would leave.

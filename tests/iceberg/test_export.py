@@ -92,6 +92,7 @@ async def test_round_trip_read_back_by_every_reader(tmp_path: Path) -> None:
         uri=f"sqlite:///{tmp_path / 'state' / 'sinks' / 'archive' / 'iceberg-catalog.db'}",
     )
     assert plain.load_table("hyp.messages").scan().to_arrow().num_rows == len(expected)
+    plain.engine.dispose()
 
     snapshot = table.current_snapshot()
     assert snapshot is not None

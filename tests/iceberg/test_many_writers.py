@@ -47,6 +47,7 @@ def test_four_processes_commit_every_row_exactly_once(tmp_path: Path) -> None:
     snapshots = table.metadata.snapshots
     assert len(snapshots) == WRITERS * BATCHES
     assert len({s.summary["hypaware.batch-id"] for s in snapshots}) == WRITERS * BATCHES
+    catalog.engine.dispose()
 
 
 async def test_a_second_writer_finds_the_table_the_first_registered(tmp_path: Path) -> None:

@@ -77,6 +77,7 @@ async def test_iceberg_on_s3_end_to_end(tmp_path: Path, moto_s3: S3Peer) -> None
     )
     other = plain.load_table("hyp.messages")
     assert other.scan().to_arrow().num_rows == 225
+    plain.engine.dispose()
 
     # And the data files are plain Parquet to pyarrow's own S3 filesystem.
     s3fs = pafs.S3FileSystem(
@@ -120,4 +121,5 @@ async def test_warehouse_without_permission_is_a_clear_error(
         uri=f"sqlite:///{tmp_path / 'state' / 'sinks' / 'archive' / 'iceberg-catalog.db'}",
     )
     assert catalog.list_tables("hyp") == []
+    catalog.engine.dispose()
     await sink.close()

@@ -179,6 +179,7 @@ async def test_nested_columns_round_trip_with_field_ids(tmp_path: Path) -> None:
     (task,) = table.scan().plan_files()
     name_id = table.schema().find_field("tools.element.name").field_id
     assert name_id in task.file.value_counts
+    await sink.close()
 
 
 async def test_table_column_is_widened_when_the_dataset_widens(tmp_path: Path) -> None:

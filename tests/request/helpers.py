@@ -11,6 +11,7 @@ import httpx
 import pyarrow as pa
 
 from hypaware.core.types import DatasetInfo, ExportBatch, PartitionRef
+from tests.timing import PROMPT
 
 SCHEMA = pa.schema(
     [
@@ -119,7 +120,7 @@ def ok(request: httpx.Request) -> httpx.Response:
     return httpx.Response(204)
 
 
-async def eventually(condition: Callable[[], bool], within: float = 5.0) -> None:
+async def eventually(condition: Callable[[], bool], within: float = PROMPT) -> None:
     """Wait (bounded) until `condition()` holds; it is set by another thread or task."""
     deadline = time.monotonic() + within
     while not condition():

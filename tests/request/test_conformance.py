@@ -14,6 +14,7 @@ from hypaware.core.types import DatasetInfo
 from hypaware.testing.central import CentralServer, RateLimit
 from hypaware.testing.conformance import SinkContract
 from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
+from tests.timing import PROMPT
 
 from .conftest import TOKEN
 from .test_webhook import KEY
@@ -28,7 +29,7 @@ def _build(plugin: str, config: dict[str, Any], env: dict[str, str]) -> Sink:
 
 class TestCentralConformance(SinkContract):
     secrets = (TOKEN,)
-    close_timeout = 1.0
+    close_timeout = PROMPT
 
     @pytest.fixture
     def target(self) -> Iterator[CentralServer]:
@@ -56,7 +57,7 @@ class TestCentralConformance(SinkContract):
 
 class TestWebhookConformance(SinkContract):
     secrets = (KEY,)
-    close_timeout = 1.0
+    close_timeout = PROMPT
 
     @pytest.fixture
     def target(self) -> Iterator[WebhookReceiver]:

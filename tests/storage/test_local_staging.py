@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
@@ -42,7 +43,8 @@ def test_building_removes_old_staging_files_only(tmp_path: Path) -> None:
         base_dir=str(tmp_path),
     )
     (plan,) = resolve(config, Registry.from_entry_points())
-    build(plan, config=config)
+    sink = build(plan, config=config)
+    asyncio.run(sink.close())
 
     assert not old.exists()
     assert fresh.exists()

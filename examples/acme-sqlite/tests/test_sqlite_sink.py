@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -59,7 +60,8 @@ async def test_types_prefix_and_ledger(tmp_path: Path) -> None:
         "blob": b"\x00\x01",
         "tags": '["a", "b"]',
     }
-    with sqlite3.connect(tmp_path / "x.db") as conn:
+    # A connection's `with` only ends a transaction; closing() closes it.
+    with contextlib.closing(sqlite3.connect(tmp_path / "x.db")) as conn:
         ledger = conn.execute(f"SELECT dataset, partition_id, batch_id, row_count FROM {LEDGER}")
         assert ledger.fetchall() == [("calls", "p1", "b1", 1)]
 
