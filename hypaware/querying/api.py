@@ -26,7 +26,7 @@ from hypaware.querying.errors import (
 from hypaware.querying.filters import TimeLike, _filters
 from hypaware.querying.planner import QueryPlan, _plan
 from hypaware.querying.sources.cache import cache_reader
-from hypaware.querying.streaming import _close, _close_now, _guarded, _limited
+from hypaware.querying.streaming import _close, _close_now, _guarded, _limited, _Releasing
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -96,6 +96,21 @@ async def plan_query(
     finally:
         await _close(ctx.planning)
     cleanup = ctx.cleanup
+    released = False
+
+    def release() -> None:
+        # Closed here, not at garbage collection: a scan dropped at interpreter
+        # exit can abort the process from arrow's threads.
+        nonlocal released
+        if released:
+            return
+        released = True
+        if sink_reader is not None:
+            sink_reader.close()
+        for _part, reader in cache_parts:
+            if reader is not None:
+                reader.close()
+        _close_now(cleanup)
 
     def batches() -> Iterator[pa.RecordBatch]:
         try:
@@ -106,16 +121,12 @@ async def plan_query(
                 "cache", cache_reader(cache_parts, ctx.dataset, filters), allow_partial, plan
             )
         finally:
-            # Closed here, not at garbage collection: a scan dropped at
-            # interpreter exit can abort the process from arrow's threads.
-            if sink_reader is not None:
-                sink_reader.close()
-            for _part, reader in cache_parts:
-                if reader is not None:
-                    reader.close()
-            _close_now(cleanup)
+            release()
 
-    return plan, pa.RecordBatchReader.from_batches(target, _limited(target, batches(), limit))
+    # A reader dropped unread (only its schema looked at, or `limit=0`) never starts
+    # `batches`, so its `finally` never runs: `_Releasing` releases on drop too.
+    stream = _Releasing(_limited(target, batches(), limit), release)
+    return plan, pa.RecordBatchReader.from_batches(target, stream)
 
 
 async def query_async(

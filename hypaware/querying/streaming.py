@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from hypaware.core.errors import HypawareError
@@ -57,6 +57,31 @@ def _limited(
         close = getattr(batches, "close", None)
         if close is not None:
             close()
+
+
+class _Releasing(Iterator["pa.RecordBatch"]):
+    """`batches`, and `release` called once they end, are closed, or are dropped unread."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch], release: Callable[[], None]) -> None:
+        self._batches = batches
+        self._release: Callable[[], None] | None = release
+
+    def __next__(self) -> pa.RecordBatch:
+        return next(self._batches)
+
+    def close(self) -> None:
+        release, self._release = self._release, None
+        if release is None:
+            return
+        try:
+            close = getattr(self._batches, "close", None)
+            if close is not None:
+                close()
+        finally:
+            release()
+
+    def __del__(self) -> None:
+        self.close()
 
 
 def _guarded(
