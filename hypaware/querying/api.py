@@ -96,15 +96,10 @@ async def plan_query(
     finally:
         await _close(ctx.planning)
     cleanup = ctx.cleanup
-    released = False
 
     def release() -> None:
         # Closed here, not at garbage collection: a scan dropped at interpreter
         # exit can abort the process from arrow's threads.
-        nonlocal released
-        if released:
-            return
-        released = True
         if sink_reader is not None:
             sink_reader.close()
         for _part, reader in cache_parts:
@@ -113,18 +108,15 @@ async def plan_query(
         _close_now(cleanup)
 
     def batches() -> Iterator[pa.RecordBatch]:
-        try:
-            if sink_reader is not None:
-                assert view is not None
-                yield from _guarded(view.part, iter(sink_reader), allow_partial, plan)
-            yield from _guarded(
-                "cache", cache_reader(cache_parts, ctx.dataset, filters), allow_partial, plan
-            )
-        finally:
-            release()
+        if sink_reader is not None:
+            assert view is not None
+            yield from _guarded(view.part, iter(sink_reader), allow_partial, plan)
+        yield from _guarded(
+            "cache", cache_reader(cache_parts, ctx.dataset, filters), allow_partial, plan
+        )
 
-    # A reader dropped unread (only its schema looked at, or `limit=0`) never starts
-    # `batches`, so its `finally` never runs: `_Releasing` releases on drop too.
+    # `_Releasing` releases once, whether the reader is read to the end, fails,
+    # is closed, or is dropped unread.
     stream = _Releasing(_limited(target, batches(), limit), release)
     return plan, pa.RecordBatchReader.from_batches(target, stream)
 

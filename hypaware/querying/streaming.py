@@ -60,14 +60,23 @@ def _limited(
 
 
 class _Releasing(Iterator["pa.RecordBatch"]):
-    """`batches`, and `release` called once they end, are closed, or are dropped unread."""
+    """`batches`, and `release` called once: when they end or fail, are closed, or are dropped.
+
+    A generator dropped before its first batch never runs its ``finally``, so
+    the release cannot live there: a reader whose schema alone was looked at
+    (or with ``limit=0``) would leave what the query opened to the collector.
+    """
 
     def __init__(self, batches: Iterator[pa.RecordBatch], release: Callable[[], None]) -> None:
         self._batches = batches
         self._release: Callable[[], None] | None = release
 
     def __next__(self) -> pa.RecordBatch:
-        return next(self._batches)
+        try:
+            return next(self._batches)
+        except BaseException:  # the end (StopIteration) or a failure: release now
+            self.close()
+            raise
 
     def close(self) -> None:
         release, self._release = self._release, None
