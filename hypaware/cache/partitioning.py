@@ -172,7 +172,7 @@ def _group_starts(sorted_keys: pa.Table) -> list[int]:
         return []
     changed = None
     for column in sorted_keys.columns:
-        values = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+        values = column.combine_chunks()
         differs = pc.not_equal(values.slice(1), values.slice(0, n - 1))
         changed = differs if changed is None else pc.or_(changed, differs)
     assert changed is not None
