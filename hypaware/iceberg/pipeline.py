@@ -115,7 +115,11 @@ def run_pipeline(
     thread has stopped.
     """
     clusters = day_clusters(partitions)
-    got: list[pa.Table | RetryPartition | None] = [None] * len(partitions)
+    # Rows read and waiting for the rest of their cluster; a cluster's are taken
+    # out when it is planned, so a written day's rows are not kept to the end.
+    waiting: dict[int, pa.Table] = {}
+    rows_of: list[int | None] = [None] * len(partitions)
+    failed: dict[int, RetryPartition] = {}
     left = [len(c) for c in clusters]
     null_days: dict[int, tuple[pa.Table, layout.DayRows]] = {}
     lock = threading.Lock()
@@ -124,13 +128,19 @@ def run_pipeline(
     def read(ci: int, index: int) -> Iterable[Task]:
         result = read_partition(partitions[index], target, what)
         with lock:
-            got[index] = result
+            if isinstance(result, RetryPartition):
+                failed[index] = result
+            else:
+                waiting[index] = result
+                rows_of[index] = result.num_rows
             left[ci] -= 1
             done = left[ci] == 0
         return [Task(_PLAN, functools.partial(plan, ci))] if done else []
 
     def plan(ci: int) -> Iterable[Task]:
-        tables = [t for i in clusters[ci] if isinstance(t := got[i], pa.Table) and t.num_rows]
+        with lock:
+            taken = [waiting.pop(i) for i in clusters[ci] if i in waiting]
+        tables = [t for t in taken if t.num_rows]
         if not tables:
             return []
         data = pa.concat_tables(tables)
@@ -163,10 +173,8 @@ def run_pipeline(
         nulls = pa.concat_tables(pieces)
         for rows in layout.plan_days(nulls, time_column, lookup_key):
             write_day(nulls, rows, _shared_copy(nulls))
-    ok = [p.id for p, t in zip(partitions, got, strict=True) if isinstance(t, pa.Table)]
-    failed = [t for t in got if isinstance(t, RetryPartition)]
-    rows = sum(t.num_rows for t in got if isinstance(t, pa.Table))
-    return ReadBatch(ok, failed, rows)
+    ok = [p.id for p, n in zip(partitions, rows_of, strict=True) if n is not None]
+    return ReadBatch(ok, [failed[i] for i in sorted(failed)], sum(n or 0 for n in rows_of))
 
 
 def _shared_copy(data: pa.Table) -> Copy:
