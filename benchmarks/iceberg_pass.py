@@ -60,7 +60,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform
 from pyiceberg.io.pyarrow import pyarrow_to_schema
 cache, work = sys.argv[1], sys.argv[2]
-data = pds.dataset(cache + "/events/sealed", format="parquet").to_table()
+data = pds.dataset(cache + "/events/sealed", format="arrow").to_table()
 data = data.cast(pa.schema([f.with_nullable(True) for f in data.schema]))
 catalog = SqlCatalog("bench", uri=f"sqlite:///{work}/catalog.db", warehouse=f"file://{work}/wh")
 catalog.create_namespace("bench")

@@ -96,7 +96,7 @@ def _archive(
 
     asyncio.run(export())
     for part in cache.ready_partitions("events"):
-        (cache.path / "events" / "sealed" / f"{part.id}.parquet").unlink()
+        (cache.path / "events" / "sealed" / f"{part.id}.arrow").unlink()
     return config, tbl
 
 

@@ -29,6 +29,7 @@ __all__ = [
     "SEALING_NAME",
     "SEGMENT_META",
     "SEGMENT_NAME",
+    "SEGMENT_SUFFIXES",
     "CacheDirectory",
     "LocalCacheStats",
 ]
@@ -38,7 +39,10 @@ __all__ = [
 log = logging.getLogger("hypaware.cache.local")
 
 _DATASET_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-SEGMENT_NAME = re.compile(r"^(\d{12})-([A-Za-z0-9_-]+)\.parquet$")
+# Sealed segments: Arrow IPC files (".arrow") or Parquet files (".parquet"), by the
+# cache's segment_format when they were sealed; readers take either.
+SEGMENT_NAME = re.compile(r"^(\d{12})-([A-Za-z0-9_-]+)\.(arrow|parquet)$")
+SEGMENT_SUFFIXES = (".arrow", ".parquet")
 # Chunk names: "<key dir>.<time>-<pid>-<n>.arrow"; claimed ones get "<seq>." in front.
 CHUNK_NAME = re.compile(r"^([A-Za-z0-9_-]+)\.(\d{20}-\d+-\d+)\.arrow$")
 SEALING_NAME = re.compile(r"^(\d{12})\.([A-Za-z0-9_-]+)\.(\d{20}-\d+-\d+)\.arrow$")
@@ -66,6 +70,7 @@ class CacheDirectory:
 
     path: Path
     fsync: bool
+    segment_format: str
     compression: str
     stats: LocalCacheStats
     _clock: Callable[[], datetime]

@@ -1,4 +1,4 @@
-"""`LocalCache`: the embedded cache, Arrow chunks and Parquet segments under a directory.
+"""`LocalCache`: the embedded cache, Arrow chunks and sealed segments under a directory.
 
 Layout of one dataset::
 
@@ -7,7 +7,9 @@ Layout of one dataset::
     <root>/<dataset>/open/<key>.<n>.arrow           appended rows: per append, one Arrow
                                                     IPC chunk per partition key
     <root>/<dataset>/sealing/<seq>.<key>.<n>.arrow  chunks claimed by a seal in progress
-    <root>/<dataset>/sealed/<seq>-<key>.parquet     sealed partitions, immutable
+    <root>/<dataset>/sealed/<seq>-<key>.arrow       sealed partitions, immutable: Arrow
+                                                    IPC files (or .parquet, by the
+                                                    segment_format they were sealed with)
 
 Every file appears by rename after an fsync, so a reader never sees half a
 file and a crash never damages a finished one. A seal first renames each
@@ -31,19 +33,22 @@ import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING
 
 from hypaware.cache.layout import LocalCacheStats
 from hypaware.cache.retention import CacheRetention
 from hypaware.cache.writes import CacheWrites
-from hypaware.core.config import SegmentCompression
+from hypaware.core.config import (
+    DEFAULT_SEGMENT_CODEC,
+    SegmentCompression,
+    SegmentFormat,
+    segment_codec_problem,
+)
 
 if TYPE_CHECKING:
     from hypaware.core.config import HypawareConfig
 
 __all__ = ["LocalCache", "LocalCacheStats"]
-
-SEGMENT_CODECS: tuple[str, ...] = get_args(SegmentCompression)
 
 
 class LocalCache(CacheWrites, CacheRetention):
@@ -55,10 +60,17 @@ class LocalCache(CacheWrites, CacheRetention):
     - `max_bytes`, `max_age`: hard caps. Past them the oldest partitions go
       even if some sink has not exported them; each such drop is logged as a
       warning and counted in ``stats.forced_drops``. Default: no cap.
-    - `compression`: the codec of sealed segments (``"snappy"``, the
-      default, ``"zstd"``, ``"lz4"`` or ``"none"``). Snappy costs about a
-      third less CPU than zstd to seal and to read back, for segments about
-      a quarter larger; zstd suits a cache short of disk.
+    - `segment_format`: the file format of sealed segments, ``"arrow"``
+      (Arrow IPC, the default) or ``"parquet"``. Arrow segments seal and
+      read back at a fraction of Parquet's CPU, since nothing is encoded:
+      sealing copies the appended chunks, reading maps the file.
+    - `compression`: the codec of sealed segments: ``"lz4"`` (the default
+      for Arrow), ``"zstd"`` or ``"none"``, and for Parquet also
+      ``"snappy"`` (its default). zstd suits a cache short of disk; none
+      suits one short of CPU.
+
+    Segments of either format and any codec stay readable, whatever these
+    say now: they only decide how new seals are written.
     - `fsync`: make every file durable before it is renamed into place
       (default True; switch off only for throwaway caches).
     - `clock`: the time source for seal times and retention (UTC).
@@ -74,7 +86,8 @@ class LocalCache(CacheWrites, CacheRetention):
         retention: timedelta | None = timedelta(days=7),
         max_bytes: int | None = None,
         max_age: timedelta | None = None,
-        compression: SegmentCompression = "snappy",
+        segment_format: SegmentFormat = "arrow",
+        compression: SegmentCompression | None = None,
         fsync: bool = True,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
@@ -82,11 +95,11 @@ class LocalCache(CacheWrites, CacheRetention):
         self.retention = retention
         self.max_bytes = max_bytes
         self.max_age = max_age
-        if compression not in SEGMENT_CODECS:
-            raise ValueError(
-                f"compression must be one of {', '.join(SEGMENT_CODECS)}, got {compression!r}"
-            )
-        self.compression = compression
+        problem = segment_codec_problem(segment_format, compression)
+        if problem:
+            raise ValueError(problem)
+        self.segment_format = segment_format
+        self.compression = compression or DEFAULT_SEGMENT_CODEC[segment_format]
         self.fsync = fsync
         self.stats = LocalCacheStats()
         self._clock = clock or (lambda: datetime.now(UTC))
@@ -104,6 +117,7 @@ class LocalCache(CacheWrites, CacheRetention):
             retention=_hours(cache.retention_hours),
             max_bytes=cache.max_bytes,
             max_age=_hours(cache.max_age_hours),
+            segment_format=cache.segment_format,
             compression=cache.compression,
         )
 

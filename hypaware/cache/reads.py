@@ -1,12 +1,16 @@
 """The read path of `LocalCache`: sealed segments, listed and opened as `PartitionRef`s.
 
-A segment's footer (`SEGMENT_META`) says its seq, row count and time range,
-so listing partitions reads metadata only; rows are read when a partition is
-opened.
+A segment's metadata (`SEGMENT_META`, in an Arrow segment's schema or a
+Parquet segment's footer) says its seq, row count and time range, so listing
+partitions reads metadata only; new segments are described from their
+seal's index (`hypaware.cache.index`) when there is one, without opening
+them. Rows are read when a partition is opened. Arrow segments are
+memory-mapped: uncompressed ones are read without a copy.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import os
@@ -17,10 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from hypaware.cache.index import INDEX_NAME, read_index
 from hypaware.cache.layout import (
     SEALING_NAME,
     SEGMENT_META,
     SEGMENT_NAME,
+    SEGMENT_SUFFIXES,
     CacheDirectory,
     log,
 )
@@ -51,9 +57,10 @@ class Segment:
 class CacheReads(CacheDirectory):
     """Listing sealed partitions and opening them (part of `LocalCache`)."""
 
-    # Set by `LocalCache.__init__`: segments read so far, and those found corrupt.
-    _segments: dict[Path, Segment]
-    _bad: set[Path]
+    # Set by `LocalCache.__init__`: segments described so far and those found
+    # corrupt, by path (as a string: listing hashes every name on every pass).
+    _segments: dict[str, Segment]
+    _bad: set[str]
 
     def ready_partitions(self, dataset: str, *, after: int = 0) -> Sequence[PartitionRef]:
         info = self.dataset(dataset)
@@ -72,69 +79,116 @@ class CacheReads(CacheDirectory):
         except OSError as exc:
             raise CacheError(f"cannot list sealed partitions of {dataset!r}: {exc}") from exc
         found: list[tuple[int, str]] = []
+        indexes: list[str] = []
         for entry in entries:
             m = SEGMENT_NAME.match(entry)
             if m is None:
+                if INDEX_NAME.match(entry):
+                    indexes.append(entry)
                 continue
             seq = int(m.group(1))
             if seq > after and (pending is None or seq < pending):
                 found.append((seq, entry))
         out = []
         sealed = directory / "sealed"
+        base = f"{sealed}{os.sep}"
         found.sort()
-        # Footers not read yet (new segments) are read on every core at once.
-        fresh = [sealed / e for _s, e in found if sealed / e not in self._segments]
-        map_bounded(self._segment, fresh, workers=cores())
+        fresh = [(seq, e) for seq, e in found if base + e not in self._segments]
+        if fresh:
+            hints = self._index_hints(sealed, indexes, fresh)
+            # Segments no index describes have their own metadata read, on every core.
+            unhinted = [sealed / e for _seq, e in fresh if e not in hints]
+            map_bounded(self._segment, unhinted, workers=cores())
+            for _seq, entry in fresh:
+                if entry in hints:
+                    self._segment(sealed / entry, hint=hints[entry])
         for _seq, entry in found:
-            segment = self._segment(sealed / entry)
+            segment = self._segments.get(base + entry)
             if segment is not None:
                 out.append(self._ref(info, segment))
         return out
 
+    def _index_hints(
+        self, sealed: Path, indexes: list[str], fresh: list[tuple[int, str]]
+    ) -> dict[str, dict[str, Any]]:
+        """Index entries of the `fresh` segments, from the indexes whose seqs cover them."""
+        wanted = {entry for _seq, entry in fresh}
+        seqs = sorted(seq for seq, _entry in fresh)
+        hints: dict[str, dict[str, Any]] = {}
+        for name in indexes:
+            m = INDEX_NAME.match(name)
+            assert m is not None
+            lo, hi = int(m.group(1)), int(m.group(2))
+            i = bisect.bisect_left(seqs, lo)
+            if i == len(seqs) or seqs[i] > hi:
+                continue
+            try:
+                entries = read_index(sealed / name)
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as exc:
+                log.warning(
+                    "cache index %s skipped: %s; its segments are read instead",
+                    sealed / name,
+                    exc,
+                    extra={"cache_path": str(sealed / name)},
+                )
+                continue
+            hints.update((k, v) for k, v in entries.items() if k in wanted)
+        return hints
+
     def partition(self, dataset: str, partition_id: str) -> PartitionRef | None:
         info = self.dataset(dataset)
-        if not isinstance(partition_id, str) or not SEGMENT_NAME.fullmatch(
-            f"{partition_id}.parquet"
-        ):
+        if not isinstance(partition_id, str) or not SEGMENT_NAME.fullmatch(f"{partition_id}.arrow"):
             raise CacheError(
                 f"partition id {partition_id!r} of dataset {dataset!r} is not a partition "
                 "id of this cache (<12-digit seq>-<key>, letters, digits, '_' and '-')"
             )
-        path = self.path / dataset / "sealed" / f"{partition_id}.parquet"
-        if not path.exists():
+        path = self._sealed_path(dataset, partition_id)
+        if path is None:
             return None
         segment = self._segment(path)
         return None if segment is None else self._ref(info, segment)
 
-    def _segment(self, path: Path) -> Segment | None:
-        cached = self._segments.get(path)
+    def _sealed_path(self, dataset: str, partition_id: str) -> Path | None:
+        """The sealed segment of `partition_id`, in whichever format it was sealed."""
+        sealed = self.path / dataset / "sealed"
+        for suffix in SEGMENT_SUFFIXES:
+            path = sealed / f"{partition_id}{suffix}"
+            if path.exists():
+                return path
+        return None
+
+    def _segment(self, path: Path, *, hint: dict[str, Any] | None = None) -> Segment | None:
+        """The segment at `path`, described by `hint` (its index entry) or its own metadata."""
+        key = str(path)
+        cached = self._segments.get(key)
         if cached is not None:
             return cached
-        if path in self._bad:
+        if key in self._bad:
             return None
-        import pyarrow.parquet as pq
-
+        if hint is not None:
+            try:
+                segment = _describe(path, hint, None, int(hint["size"]))
+                # A file of another size than its seal wrote (cut short, replaced) is
+                # read below, where a damaged one is found corrupt.
+                same = os.stat(path).st_size == segment.byte_size
+            except FileNotFoundError:
+                return None
+            except (KeyError, TypeError, ValueError):
+                same = False  # a damaged entry: the segment itself says
+            if same:
+                self._segments[key] = segment
+                return segment
         try:
-            meta = pq.read_metadata(path)
-            raw = (meta.metadata or {}).get(SEGMENT_META.encode())
+            rows, raw = _read_meta(path)
             if raw is None:
                 raise ValueError("no hypaware segment metadata")
-            doc = json.loads(raw)
-            size = path.stat().st_size
-            segment = Segment(
-                seq=int(doc["seq"]),
-                id=path.name.removesuffix(".parquet"),
-                path=path,
-                row_count=int(meta.num_rows),
-                byte_size=size,
-                min_time=_parse_iso(doc.get("min_time")),
-                max_time=_parse_iso(doc.get("max_time")),
-                sealed_at=_parse_iso(doc["sealed_at"]) or datetime.fromtimestamp(0, UTC),
-            )
+            segment = _describe(path, json.loads(raw), rows, path.stat().st_size)
         except FileNotFoundError:
             return None
         except Exception as exc:  # any unreadable footer is the same fault: a corrupt segment
-            self._bad.add(path)
+            self._bad.add(key)
             self.stats.corrupt_segments += 1
             log.warning(
                 "cache segment %s skipped: it is corrupt (%s: %s)",
@@ -144,7 +198,7 @@ class CacheReads(CacheDirectory):
                 extra={"cache_path": str(path), "dataset": path.parent.parent.name},
             )
             return None
-        self._segments[path] = segment
+        self._segments[key] = segment
         return segment
 
     def _ref(self, info: DatasetInfo, segment: Segment) -> PartitionRef:
@@ -170,7 +224,75 @@ _READ_BATCH = 65536
 _THREADED_ROWS = 65536
 
 
+def _describe(path: Path, doc: dict[str, Any], rows: int | None, size: int) -> Segment:
+    """A `Segment` from its metadata; `rows` (from a Parquet footer) overrides the doc's."""
+    return Segment(
+        seq=int(doc["seq"]),
+        id=path.stem,
+        path=path,
+        row_count=int(doc["rows"]) if rows is None else rows,
+        byte_size=size,
+        min_time=_parse_iso(doc.get("min_time")),
+        max_time=_parse_iso(doc.get("max_time")),
+        sealed_at=_parse_iso(doc["sealed_at"]) or datetime.fromtimestamp(0, UTC),
+    )
+
+
+def _read_meta(path: Path) -> tuple[int | None, bytes | None]:
+    """A segment's row count (None: take the metadata's) and its `SEGMENT_META` bytes."""
+    import pyarrow as pa
+
+    if path.suffix == ".arrow":
+        with pa.memory_map(str(path)) as source:
+            schema = pa.ipc.open_file(source).schema
+        return None, (schema.metadata or {}).get(SEGMENT_META.encode())
+    import pyarrow.parquet as pq
+
+    meta = pq.read_metadata(path)
+    return int(meta.num_rows), (meta.metadata or {}).get(SEGMENT_META.encode())
+
+
 def _open_segment(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
+    if path.suffix == ".arrow":
+        return _open_arrow(path, schema)
+    return _open_parquet(path, schema)
+
+
+def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
+    import pyarrow as pa
+
+    try:
+        source = pa.memory_map(str(path))
+    except FileNotFoundError as exc:
+        raise CacheError(f"cache segment {path} is gone (dropped by retention?)") from exc
+    except (pa.ArrowException, OSError) as exc:
+        raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
+    try:
+        # A segment is small: decompressing its buffers on Arrow's pool costs more in
+        # hand-offs than it saves, and callers already read several segments at once.
+        reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(use_threads=False))
+    except BaseException as exc:
+        source.close()
+        if isinstance(exc, pa.ArrowException | OSError):
+            raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
+        raise
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        # Batches keep the mapping alive after `close`; it goes with the last of them.
+        try:
+            for i in range(reader.num_record_batches):
+                try:
+                    batch = reader.get_batch(i)
+                except (pa.ArrowException, OSError) as exc:
+                    raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
+                yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+        finally:
+            source.close()
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _open_parquet(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from hypaware.cache.index import stale_indexes
 from hypaware.cache.layout import SEGMENT_NAME, log
 from hypaware.cache.protocol import ExportFloor, RetentionReport
 from hypaware.cache.reads import CacheReads, Segment
@@ -69,6 +71,7 @@ class CacheRetention(CacheReads):
                 total -= seg.byte_size
         dropped: list[str] = []
         forced: list[str] = []
+        touched: set[str] = set()
         freed = 0
         for seg, ds, needed in sorted(drop.values(), key=lambda c: (c[1], c[0].seq)):
             try:
@@ -87,7 +90,8 @@ class CacheRetention(CacheReads):
                     extra={"dataset": ds, "cache_path": str(seg.path)},
                 )
                 continue
-            self._segments.pop(seg.path, None)
+            self._segments.pop(str(seg.path), None)
+            touched.add(ds)
             self.stats.dropped_partitions += 1
             dropped.append(f"{ds}/{seg.id}")
             freed += seg.byte_size
@@ -101,6 +105,8 @@ class CacheRetention(CacheReads):
                     seg.id,
                     extra={"dataset": ds, "partition": seg.id},
                 )
+        for ds in sorted(touched):
+            self._drop_stale_indexes(ds)
         if parked and self.max_bytes is not None and total > self.max_bytes:
             log.warning(
                 "cache is over its max_bytes cap by %d bytes, held by %d parked partitions; "
@@ -118,13 +124,28 @@ class CacheRetention(CacheReads):
         except OSError:
             return []
         out = []
-        # Every pass walks every segment: one path join each, not three.
+        base = f"{sealed}{os.sep}"
+        known = self._segments
+        # Every pass walks every segment: a known one costs a string join and a lookup.
         for entry in entries:
-            if SEGMENT_NAME.match(entry):
+            seg = known.get(base + entry)
+            if seg is None and SEGMENT_NAME.match(entry):
                 seg = self._segment(sealed / entry)
-                if seg is not None:
-                    out.append(seg)
+            if seg is not None:
+                out.append(seg)
         return out
+
+    def _drop_stale_indexes(self, dataset: str) -> None:
+        """Remove the seal indexes of `dataset` none of whose segments is left."""
+        sealed = self.path / dataset / "sealed"
+        try:
+            entries = os.listdir(sealed)
+        except OSError:
+            return
+        seqs = [int(m.group(1)) for e in entries if (m := SEGMENT_NAME.match(e))]
+        for name in stale_indexes(entries, seqs):
+            with contextlib.suppress(FileNotFoundError):
+                (sealed / name).unlink()
 
     def _raise_counter(self, dataset: str) -> None:
         # Seqs are never reused: the counter must cover a segment before the segment goes.

@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hypaware.cache.durable import IO_WORKERS, fsync_all
-from hypaware.cache.layout import CHUNK_NAME, SEALING_NAME, SEGMENT_META, log
+from hypaware.cache.index import dump_index, index_name
+from hypaware.cache.layout import (
+    CHUNK_NAME,
+    SEALING_NAME,
+    SEGMENT_META,
+    SEGMENT_SUFFIXES,
+    log,
+)
 from hypaware.cache.partitioning import bucket_closed, conform, key_dir, split_by_key, to_table
 from hypaware.cache.reads import CacheReads, Segment
 from hypaware.core.errors import CacheError
@@ -164,20 +171,40 @@ class CacheWrites(CacheReads):
         written = map_bounded(
             lambda seq: self._write_segment(info, seq, *claims[seq]), order, workers=cores()
         )
-        self._publish([(tmp, final) for tmp, final in written if tmp is not None])
-        finals = [final for _tmp, final in written]
-        self._sync_dir(finals[0].parent)
+        self._publish([(tmp, final) for tmp, final, _doc in written if tmp is not None])
+        sealed = written[0][1].parent
+        self._sync_dir(sealed)
+        entries = {final.name: doc for _tmp, final, doc in written if doc is not None}
+        if entries:
+            self._write_index(sealed, entries)
         # Released together: each unlink right after the fsyncs waits for the journal,
         # and waiting side by side the filesystem folds those waits into a few commits.
         map_bounded(_unlink, [c for seq in order for c in claims[seq][1]], workers=IO_WORKERS)
         segments = []
-        for final in finals:
-            segment = self._segment(final)
+        for _tmp, final, doc in written:
+            segment = self._segment(final, hint=doc)
             if segment is None:
                 raise CacheError(f"segment {final} was written but cannot be read back")
             segments.append(segment)
         self._sync_dir(self.path / info.name / "sealing")
         return segments
+
+    def _write_index(self, sealed: Path, entries: dict[str, dict[str, Any]]) -> None:
+        """Write the seal's index (`hypaware.cache.index`); a failure only costs readers time."""
+        name = index_name(int(doc["seq"]) for doc in entries.values())
+        tmp = sealed / f".tmp-{name}-{os.getpid()}"
+        try:
+            # Not fsynced: an index lost or left empty by a crash is skipped by readers.
+            tmp.write_bytes(dump_index(entries))
+            os.rename(tmp, sealed / name)
+        except OSError as exc:
+            _unlink(tmp)
+            log.warning(
+                "cache index %s not written (%s); readers open the segments instead",
+                sealed / name,
+                exc,
+                extra={"cache_path": str(sealed / name)},
+            )
 
     def _publish(self, written: list[tuple[Path, Path]]) -> None:
         """Fsync the temp files (all at once), then rename each to its final name."""
@@ -188,51 +215,30 @@ class CacheWrites(CacheReads):
 
     def _write_segment(
         self, info: DatasetInfo, seq: int, keydir: str, chunks: list[Path]
-    ) -> tuple[Path | None, Path]:
-        """Encode one segment into a temp file: (temp path, final path), or (None, final)
-        when the segment is already in place (a seal finished by recovery)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
-
-        final = self.path / info.name / "sealed" / f"{seq:012d}-{keydir}.parquet"
-        if final.exists():
-            return None, final
-        sealed_at = self._clock()
-        rows = 0
-        lo: Any = None
-        hi: Any = None
-        key: Any = {}
+    ) -> tuple[Path | None, Path, dict[str, Any] | None]:
+        """Write one segment into a temp file: (temp path, final path, its index entry),
+        or (None, final, None) when it is already in place (a seal finished by recovery)."""
+        sealed = self.path / info.name / "sealed"
+        for suffix in SEGMENT_SUFFIXES:
+            # Whatever format an interrupted seal used, its segment stands.
+            if (sealed / f"{seq:012d}-{keydir}{suffix}").exists():
+                return None, sealed / f"{seq:012d}-{keydir}{suffix}", None
+        final = sealed / f"{seq:012d}-{keydir}.{self.segment_format}"
         tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
-        with pq.ParquetWriter(tmp, info.schema, compression=self.compression) as writer:
-            for chunk in sorted(chunks):
-                try:
-                    with pa.memory_map(str(chunk)) as source:
-                        table = pa.ipc.open_file(source).read_all()
-                except pa.ArrowException as exc:
-                    raise CacheError(
-                        f"cannot seal dataset {info.name!r}: chunk {chunk} is unreadable ({exc}); "
-                        "move it aside to seal the rest"
-                    ) from exc
-                key = _key_of(table.schema) or key
-                table = table.replace_schema_metadata(info.schema.metadata)
-                if table.num_rows == 0:
-                    continue
-                writer.write_table(table)
-                rows += table.num_rows
-                mm = pc.min_max(table.column(info.time_column))
-                lo = _min(lo, mm["min"].as_py())
-                hi = _max(hi, mm["max"].as_py())
-            doc = {
-                "seq": seq,
-                "key": key,
-                "rows": rows,
-                "sealed_at": sealed_at.isoformat(),
-                "min_time": _iso(lo),
-                "max_time": _iso(hi),
-            }
-            writer.add_key_value_metadata({SEGMENT_META: json.dumps(doc)})
-        return tmp, final
+        sealed_at = self._clock()
+        tables, key = _read_chunks(info, chunks)
+        doc = {
+            "seq": seq,
+            "key": key,
+            "rows": sum(t.num_rows for t in tables),
+            "sealed_at": sealed_at.isoformat(),
+            **_time_range(tables, info.time_column),
+        }
+        if self.segment_format == "arrow":
+            _write_arrow(tmp, info.schema, tables, doc, self.compression)
+        else:
+            _write_parquet(tmp, info.schema, tables, doc, self.compression)
+        return tmp, final, {**doc, "size": tmp.stat().st_size}
 
     def _recover(self, dataset: str) -> None:
         """Finish seals cut short by a crash and remove half-written temp files."""
@@ -269,6 +275,89 @@ def _write_ipc(f: Any, table: pa.Table, key: Mapping[str, Any]) -> None:
     )
     with pa.ipc.new_file(f, schema) as writer:
         writer.write_table(table.replace_schema_metadata(schema.metadata))
+
+
+def _read_chunks(info: DatasetInfo, chunks: list[Path]) -> tuple[list[pa.Table], Any]:
+    """The rows of a segment's claimed chunks (memory-mapped, in order), and its key."""
+    import pyarrow as pa
+
+    tables = []
+    key: Any = {}
+    for chunk in sorted(chunks):
+        try:
+            with pa.memory_map(str(chunk)) as source:
+                table = pa.ipc.open_file(source).read_all()
+        except pa.ArrowException as exc:
+            raise CacheError(
+                f"cannot seal dataset {info.name!r}: chunk {chunk} is unreadable ({exc}); "
+                "move it aside to seal the rest"
+            ) from exc
+        key = _key_of(table.schema) or key
+        if table.num_rows:
+            tables.append(table.replace_schema_metadata(info.schema.metadata))
+    return tables, key
+
+
+def _time_range(tables: list[pa.Table], column: str) -> dict[str, str | None]:
+    import pyarrow.compute as pc
+
+    lo: Any = None
+    hi: Any = None
+    for table in tables:
+        mm = pc.min_max(table.column(column))
+        lo = _min(lo, mm["min"].as_py())
+        hi = _max(hi, mm["max"].as_py())
+    return {"min_time": _iso(lo), "max_time": _iso(hi)}
+
+
+# Appends of a few rows make small chunks; a segment's batches are gathered up to
+# this many rows, so reading it back does not pay per tiny batch.
+_SEGMENT_BATCH_ROWS = 65536
+
+
+def _write_arrow(
+    path: Path, schema: pa.Schema, tables: list[pa.Table], doc: Mapping[str, Any], codec: str
+) -> None:
+    import pyarrow as pa
+
+    meta = {**(schema.metadata or {}), SEGMENT_META.encode(): json.dumps(doc).encode()}
+    options = pa.ipc.IpcWriteOptions(compression=None if codec == "none" else codec)
+    with pa.ipc.new_file(str(path), schema.with_metadata(meta), options=options) as writer:
+        for group in _gathered(tables, _SEGMENT_BATCH_ROWS):
+            writer.write_table(group, max_chunksize=_SEGMENT_BATCH_ROWS)
+
+
+def _gathered(tables: list[pa.Table], rows: int) -> Iterator[pa.Table]:
+    """`tables` in order, runs of small ones joined into one of up to about `rows` rows."""
+    import pyarrow as pa
+
+    run: list[pa.Table] = []
+    count = 0
+    for table in tables:
+        if table.num_rows >= rows:
+            if run:
+                yield pa.concat_tables(run).combine_chunks()
+                run, count = [], 0
+            yield table
+            continue
+        if count + table.num_rows > rows and run:
+            yield pa.concat_tables(run).combine_chunks()
+            run, count = [], 0
+        run.append(table)
+        count += table.num_rows
+    if run:
+        yield pa.concat_tables(run).combine_chunks() if len(run) > 1 else run[0]
+
+
+def _write_parquet(
+    path: Path, schema: pa.Schema, tables: list[pa.Table], doc: Mapping[str, Any], codec: str
+) -> None:
+    import pyarrow.parquet as pq
+
+    with pq.ParquetWriter(path, schema, compression=codec) as writer:
+        for table in tables:
+            writer.write_table(table)
+        writer.add_key_value_metadata({SEGMENT_META: json.dumps(doc)})
 
 
 def _unlink(path: Path) -> None:

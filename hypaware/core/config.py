@@ -30,7 +30,14 @@ __all__ = [
 
 DEFAULT_SCHEDULE = "*/5 * * * *"
 SinkShape = Literal["blob", "request"]
+SegmentFormat = Literal["arrow", "parquet"]
 SegmentCompression = Literal["snappy", "zstd", "lz4", "none"]
+# Arrow IPC files compress with LZ4 or zstd only; each format's default codec.
+SEGMENT_FORMAT_CODECS: dict[str, tuple[str, ...]] = {
+    "arrow": ("lz4", "zstd", "none"),
+    "parquet": ("snappy", "zstd", "lz4", "none"),
+}
+DEFAULT_SEGMENT_CODEC: dict[str, str] = {"arrow": "lz4", "parquet": "snappy"}
 
 
 class FieldValueError(ValueError):
@@ -68,17 +75,39 @@ class CacheConfig:
       needs them (logged as a warning and counted).
     - `max_age_hours` (number or null, default null): a hard cap on the age
       of sealed partitions, with the same rule.
-    - `compression` (``"snappy"`` | ``"zstd"`` | ``"lz4"`` | ``"none"``,
-      default ``"snappy"``): the codec of sealed segments. The process that
-      appends and seals uses it; segments written with any codec stay
-      readable.
+    - `segment_format` (``"arrow"`` | ``"parquet"``, default ``"arrow"``):
+      the file format of sealed segments. Arrow IPC segments seal and read
+      back at a fraction of Parquet's CPU; Parquet ones are smaller.
+    - `compression` (``"lz4"`` | ``"zstd"`` | ``"none"``, and ``"snappy"``
+      for Parquet; default ``"lz4"`` for Arrow, ``"snappy"`` for Parquet):
+      the codec of sealed segments.
+
+    The process that appends and seals uses these two; segments of either
+    format and any codec stay readable.
     """
 
     path: str = "cache"
     retention_hours: float | None = attrs.field(default=168.0, validator=positive)
     max_bytes: int | None = attrs.field(default=None, validator=positive)
     max_age_hours: float | None = attrs.field(default=None, validator=positive)
-    compression: SegmentCompression = "snappy"
+    segment_format: SegmentFormat = "arrow"
+    compression: SegmentCompression | None = attrs.field(default=None)
+
+    @compression.validator
+    def _codec_fits_format(self, _attribute: attrs.Attribute[Any], value: Any) -> None:
+        problem = segment_codec_problem(self.segment_format, value)
+        if problem:
+            raise FieldValueError("compression", problem)
+
+
+def segment_codec_problem(segment_format: str, compression: str | None) -> str | None:
+    """Why `compression` cannot seal segments of `segment_format`, or None when it can."""
+    codecs = SEGMENT_FORMAT_CODECS.get(segment_format)
+    if codecs is None:
+        return f"segment_format must be one of {', '.join(SEGMENT_FORMAT_CODECS)}"
+    if compression is not None and compression not in codecs:
+        return f"{segment_format} segments take {', '.join(codecs)}, not {compression!r}"
+    return None
 
 
 @attrs.frozen

@@ -10,8 +10,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import os
+import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 __all__ = ["Task", "cores", "map_bounded", "run_tasks"]
@@ -65,38 +66,59 @@ def run_tasks(tasks: Iterable[Task], *, workers: int) -> None:
 
     A thread that comes free takes the most urgent ready task, so work that
     finishes a pipeline (an encode) overtakes work that feeds it (a read),
-    keeping memory low and every core busy. The first error stops new tasks
-    from starting and is raised once the running ones have finished: no
-    thread outlives this call.
+    keeping memory low and every core busy. The threads take tasks
+    themselves, with no dispatcher between a task's end and the next one's
+    start; the calling thread is one of them. The first error stops new
+    tasks from starting and is raised once the running ones have finished:
+    no thread outlives this call.
     """
     counter = itertools.count()
     ready: list[tuple[int, int, Task]] = []
-
-    def push(new: Iterable[Task]) -> None:
-        for task in new:
-            heapq.heappush(ready, (task.priority, next(counter), task))
-
-    push(tasks)
+    for task in tasks:
+        heapq.heappush(ready, (task.priority, next(counter), task))
     if workers <= 1:
         while ready:
-            push(heapq.heappop(ready)[2].fn())
+            for task in heapq.heappop(ready)[2].fn():
+                heapq.heappush(ready, (task.priority, next(counter), task))
         return
-    error: BaseException | None = None
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        running: set[Future[Iterable[Task]]] = set()
-        while running or (ready and error is None):
-            while error is None and ready and len(running) < workers:
-                running.add(pool.submit(_run, heapq.heappop(ready)[2]))
-            done, running = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                try:
-                    push(future.result())
-                except BaseException as exc:
-                    if error is None:
-                        error = exc
-    if error is not None:
-        raise error
+    cond = threading.Condition()
+    running = 0
+    errors: list[BaseException] = []
 
+    def work() -> None:
+        nonlocal running
+        while True:
+            with cond:
+                # Nothing ready but a task still running: it may make more.
+                while not ready and running and not errors:
+                    cond.wait()
+                if errors or not ready:
+                    cond.notify_all()
+                    return
+                task = heapq.heappop(ready)[2]
+                running += 1
+            try:
+                made = list(task.fn())
+            except BaseException as exc:
+                made = []
+                with cond:
+                    errors.append(exc)
+            with cond:
+                running -= 1
+                for new in made:
+                    heapq.heappush(ready, (new.priority, next(counter), new))
+                cond.notify_all()
 
-def _run(task: Task) -> list[Task]:
-    return list(task.fn())
+    helpers = [
+        threading.Thread(target=work, name=f"hypaware-worker-{i}", daemon=True)
+        for i in range(workers - 1)
+    ]
+    for thread in helpers:
+        thread.start()
+    try:
+        work()
+    finally:
+        for thread in helpers:
+            thread.join()
+    if errors:
+        raise errors[0]

@@ -124,11 +124,11 @@ def test_reader_ignores_temp_files_and_pending_seals(tmp_path: Path) -> None:
     cache = make_cache(tmp_path, count=9)
     sealed_dir = tmp_path / "events" / "sealed"
     parts = cache.ready_partitions("events")
-    (sealed_dir / ".tmp-000000000099-x.parquet-1").write_bytes(b"PAR1 half a file")
+    (sealed_dir / ".tmp-000000000099-x.arrow-1").write_bytes(b"ARROW1 half a file")
     assert [p.id for p in cache.ready_partitions("events")] == [p.id for p in parts]
     # A seal cut short by a crash: seq 3's chunks are claimed but its segment is not written.
     victim = parts[2]
-    os.unlink(sealed_dir / f"{victim.id}.parquet")
+    os.unlink(sealed_dir / f"{victim.id}.arrow")
     keydir = victim.id.split("-", 1)[1]
     claimed = (
         tmp_path / "events" / "sealing" / f"{victim.seq:012d}.{keydir}.{0:020d}-1-000001.arrow"
@@ -167,8 +167,8 @@ def test_corrupt_segment_is_reported_skipped_and_counted(
 ) -> None:
     cache = make_cache(tmp_path, count=12)
     parts = cache.ready_partitions("events")
-    bad = tmp_path / "events" / "sealed" / f"{parts[1].id}.parquet"
-    bad.write_bytes(b"garbage, not parquet")
+    bad = tmp_path / "events" / "sealed" / f"{parts[1].id}.arrow"
+    bad.write_bytes(b"garbage, not a segment")
     fresh = LocalCache(tmp_path, fsync=False)
     with caplog.at_level(logging.WARNING, logger="hypaware.cache.local"):
         listed = fresh.ready_partitions("events")

@@ -323,7 +323,7 @@ async def test_schedule_that_never_fires(tmp_path: Path, caplog: pytest.LogCaptu
 async def test_corrupt_segment_is_skipped_and_the_rest_exported(tmp_path: Path) -> None:
     cache = make_cache(tmp_path / "cache", count=12)
     parts = cache.ready_partitions("events")
-    (tmp_path / "cache" / "events" / "sealed" / f"{parts[3].id}.parquet").write_bytes(b"junk")
+    (tmp_path / "cache" / "events" / "sealed" / f"{parts[3].id}.arrow").write_bytes(b"junk")
     fresh_cache = LocalCache(tmp_path / "cache", fsync=False)
     sink = ScriptedSink()
     driver = _driver(tmp_path, fresh_cache, sinks(("a", sink)))

@@ -148,7 +148,7 @@ async def test_query_reads_the_sqlite_sink_once_the_cache_drops_its_rows(
         await driver.close()
     cache = LocalCache.from_config(config)
     for part in cache.ready_partitions("calls"):  # as retention would, once exported
-        (cache.path / "calls" / "sealed" / f"{part.id}.parquet").unlink()
+        (cache.path / "calls" / "sealed" / f"{part.id}.arrow").unlink()
 
     plan, reader = await plan_query(config, "calls", sink="ledger", columns=["tokens", "ts"])
     table = reader.read_all()

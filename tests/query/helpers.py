@@ -121,4 +121,4 @@ def fill(cache: LocalCache, rows: Iterable[Mapping[str, Any]]) -> None:
 def drop_segments(cache: LocalCache, count: int | None = None) -> None:
     """Delete sealed segments behind the cache's back, as retention would (oldest first)."""
     for part in cache.ready_partitions(INFO.name)[:count]:
-        (cache.path / INFO.name / "sealed" / f"{part.id}.parquet").unlink()
+        (cache.path / INFO.name / "sealed" / f"{part.id}.arrow").unlink()

@@ -33,7 +33,7 @@ def _archive(tmp_path: Path, sinks: dict[str, Any]) -> tuple[hypaware.HypawareCo
     assert export(cfg, cache).ok
     # Every row must come from the sink, not the cache.
     for part in cache.ready_partitions("events"):
-        (cache.path / "events" / "sealed" / f"{part.id}.parquet").unlink()
+        (cache.path / "events" / "sealed" / f"{part.id}.arrow").unlink()
     return cfg, path
 
 

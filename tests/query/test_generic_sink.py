@@ -59,7 +59,7 @@ async def test_scan_gets_the_bound_tree_and_answers_like_the_cache(tmp_path: Pat
     try:
         assert (await driver.run_once(backfill=True)).ok
         for part in cache.ready_partitions("events"):  # the sink alone holds the rows
-            (cache.path / "events" / "sealed" / f"{part.id}.parquet").unlink()
+            (cache.path / "events" / "sealed" / f"{part.id}.arrow").unlink()
         reader = await hypaware.query_async(
             driver, "events", sink="mem", since="2026-03-02", where="tokens > 10", keys=["c1"]
         )

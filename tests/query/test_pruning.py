@@ -27,7 +27,7 @@ def _archive(tmp_path: Path, sink: dict[str, Any]) -> hypaware.HypawareConfig:
     assert report.ok
     # The cache keeps nothing: every row must come from the archive.
     for part in cache.ready_partitions("events"):
-        (cache.path / "events" / "sealed" / f"{part.id}.parquet").unlink()
+        (cache.path / "events" / "sealed" / f"{part.id}.arrow").unlink()
     return cfg
 
 

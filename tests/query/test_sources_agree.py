@@ -98,7 +98,7 @@ def _agree(tmp_path: Path, sinks: dict[str, Any]) -> None:
     cache.append("events", make_rows(9000, 40, day=3, hour=20))
     cache.seal("events")
     for part in cache.ready_partitions("events")[:4]:
-        (cache.path / "events" / "sealed" / f"{part.id}.parquet").unlink()
+        (cache.path / "events" / "sealed" / f"{part.id}.arrow").unlink()
 
     for question in QUESTIONS:
         answers = {}

@@ -1,0 +1,187 @@
+"""Sealed segments as Arrow IPC or Parquet: every codec, mixed caches, recovery across formats."""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import hypaware.cache.writes as writes
+from hypaware import load_config
+from hypaware.cache.local import LocalCache
+from hypaware.core.errors import ConfigError
+from tests.driver.helpers import SCHEMA, make_cache, rows
+
+COMBOS = [
+    ("arrow", "lz4"),
+    ("arrow", "zstd"),
+    ("arrow", "none"),
+    ("parquet", "snappy"),
+    ("parquet", "zstd"),
+    ("parquet", "lz4"),
+    ("parquet", "none"),
+]
+# Frame magics of the codecs, as they appear in an Arrow IPC body.
+MAGIC = {"lz4": b"\x04\x22\x4d\x18", "zstd": b"\x28\xb5\x2f\xfd"}
+
+
+def _sorted(table: pa.Table) -> list[dict[str, object]]:
+    return sorted(table.to_pylist(), key=lambda r: str(r["row_id"]))
+
+
+def _sealed_files(path: Path) -> list[Path]:
+    return sorted(p for p in (path / "events" / "sealed").iterdir() if not p.name.startswith("."))
+
+
+@pytest.mark.parametrize(("segment_format", "codec"), COMBOS)
+def test_every_format_and_codec_seals_and_reads_back_the_rows(
+    tmp_path: Path, segment_format: str, codec: str
+) -> None:
+    cache = make_cache(tmp_path, count=0, segment_format=segment_format, compression=codec)
+    data = pa.Table.from_pylist(rows(0, 60), schema=SCHEMA)
+    cache.append("events", data)
+    sealed = cache.seal()
+    files = _sealed_files(tmp_path)
+    assert files and {f.suffix for f in files} == {f".{segment_format}"}
+    back = pa.concat_tables(p.open().read_all() for p in sealed)
+    assert back.schema.equals(SCHEMA)
+    assert _sorted(back) == _sorted(data)
+    fresh = LocalCache(tmp_path, fsync=False)
+    listed = fresh.ready_partitions("events")
+    assert [(p.id, p.row_count, p.min_time, p.max_time) for p in listed] == [
+        (p.id, p.row_count, p.min_time, p.max_time) for p in sealed
+    ]
+    for part in listed:
+        table = part.open().read_all()
+        assert table.num_rows == part.row_count
+        times = table.column("ts").to_pylist()
+        assert (min(times), max(times)) == (part.min_time, part.max_time)
+    body = files[0].read_bytes()
+    if segment_format == "parquet":
+        written = pq.ParquetFile(files[0]).metadata.row_group(0).column(0).compression
+        assert written.lower() == ("uncompressed" if codec == "none" else codec)
+    else:
+        for name, magic in MAGIC.items():
+            assert (magic in body) == (name == codec)
+
+
+def test_defaults_are_arrow_with_lz4_and_parquet_with_snappy(tmp_path: Path) -> None:
+    assert (LocalCache(tmp_path).segment_format, LocalCache(tmp_path).compression) == (
+        "arrow",
+        "lz4",
+    )
+    parquet = LocalCache(tmp_path, segment_format="parquet")
+    assert parquet.compression == "snappy"
+
+
+def test_a_codec_the_format_cannot_take_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"arrow segments take lz4, zstd, none, not 'snappy'"):
+        LocalCache(tmp_path, compression="snappy")
+    with pytest.raises(ValueError, match="segment_format must be one of arrow, parquet"):
+        LocalCache(tmp_path, segment_format="orc")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"cache\.compression.*not 'snappy'"):
+        load_config({"cache": {"compression": "snappy"}})
+    config = load_config({"cache": {"segment_format": "parquet", "compression": "snappy"}})
+    assert LocalCache.from_config(config).compression == "snappy"
+
+
+def test_a_cache_of_both_formats_lists_reads_and_drops_them_all(tmp_path: Path) -> None:
+    old = make_cache(tmp_path, count=0, segment_format="parquet")
+    old.append("events", rows(0, 30))
+    first = old.seal()
+    new = LocalCache(tmp_path, fsync=False, retention=None)
+    new.append("events", rows(30, 30))
+    second = new.seal()
+    assert {f.suffix for f in _sealed_files(tmp_path)} == {".arrow", ".parquet"}
+    listed = new.ready_partitions("events")
+    assert [p.seq for p in listed] == list(range(1, len(first) + len(second) + 1))
+    assert sum(p.open().read_all().num_rows for p in listed) == 60
+    for part in (first[0], second[0]):
+        found = new.partition("events", part.id)
+        assert found is not None and found.row_count == part.row_count
+    assert new.ready_partitions("events", after=first[-1].seq) == second
+    new.max_bytes = 0  # a hard cap below everything: retention drops both kinds
+    report = new.enforce_retention({})
+    assert sorted(report.dropped) == sorted(f"events/{p.id}" for p in listed)
+    assert _sealed_files(tmp_path) == []
+
+
+def test_a_seal_cut_short_in_one_format_is_finished_in_that_format(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = make_cache(tmp_path, count=0, segment_format="parquet")
+    old.append("events", rows(0, 12))
+
+    def crash(_path: Path) -> None:
+        raise RuntimeError("the process died after publishing its segments")
+
+    # The segments are in place, but the claimed chunks were never released.
+    monkeypatch.setattr(writes, "_unlink", crash)
+    with pytest.raises(RuntimeError, match="died"):
+        old.seal()
+    monkeypatch.undo()
+    claimed = list((tmp_path / "events" / "sealing").iterdir())
+    published = _sealed_files(tmp_path)
+    assert claimed and {f.suffix for f in published} == {".parquet"}
+    new = LocalCache(tmp_path, fsync=False)
+    new.recover()
+    assert new.stats.recovered_seals == len(published)
+    assert _sealed_files(tmp_path) == published  # no second segment for any seq
+    assert not list((tmp_path / "events" / "sealing").iterdir())
+    assert sum(p.row_count for p in new.ready_partitions("events")) == 12
+
+
+def test_small_appends_are_gathered_into_few_batches(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path, count=0)
+    for i in range(40):
+        cache.append("events", rows(i, 1, convs=1, step=1.0))
+    (part,) = cache.seal()
+    (segment,) = _sealed_files(tmp_path)
+    with pa.memory_map(str(segment)) as source:
+        assert pa.ipc.open_file(source).num_record_batches == 1
+    assert part.open().read_all().column("n").to_pylist() == list(range(40))
+
+
+def test_rows_read_stay_valid_after_the_segment_is_dropped(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path, count=0, compression="none")
+    cache.append("events", rows(0, 20, convs=1, step=1.0))
+    (part,) = cache.seal()
+    reader = part.open()
+    table = reader.read_all()
+    reader.close()
+    del reader
+    for path in _sealed_files(tmp_path):
+        os.unlink(path)
+    gc.collect()
+    assert table.column("n").to_pylist() == list(range(20))
+
+
+def test_a_truncated_arrow_segment_is_corrupt_not_fatal(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path, count=12)
+    parts = cache.ready_partitions("events")
+    victim = tmp_path / "events" / "sealed" / f"{parts[0].id}.arrow"
+    victim.write_bytes(victim.read_bytes()[:-40])
+    fresh = LocalCache(tmp_path, fsync=False)
+    assert [p.id for p in fresh.ready_partitions("events")] == [p.id for p in parts[1:]]
+    assert fresh.stats.corrupt_segments == 1
+
+
+@given(st.lists(st.integers(min_value=0, max_value=12), max_size=12), st.integers(1, 10))
+def test_gathering_keeps_every_row_in_order(sizes: list[int], limit: int) -> None:
+    start = 0
+    tables = []
+    for size in sizes:
+        tables.append(pa.table({"n": pa.array(range(start, start + size), pa.int64())}))
+        start += size
+    out = list(writes._gathered(tables, limit))
+    joined = [n for t in out for n in t.column("n").to_pylist()]
+    assert joined == list(range(start))
+    for table in out:
+        # A run is joined only while it fits; a table at or past the limit goes alone.
+        assert table.num_rows <= limit or any(t.num_rows == table.num_rows for t in tables)
