@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import hypaware.cache.reads as reads
 from hypaware.cache.index import INDEX_NAME, index_name, stale_indexes
 from hypaware.cache.local import LocalCache
+from hypaware.core.errors import CacheError
 from tests.driver.helpers import make_cache, rows
 
 
@@ -139,3 +140,14 @@ def test_an_index_is_stale_exactly_when_no_seq_of_its_range_is_left(
     stale = set(stale_indexes([*names, "000000000001-x.arrow"], live))
     for (lo, width), name in zip(ranges, names, strict=True):
         assert (name in stale) == (not any(lo <= s <= lo + width for s in live))
+
+
+def test_damage_that_keeps_the_size_shows_when_the_rows_are_read(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path, count=20)
+    victim = cache.ready_partitions("events")[0]
+    path = tmp_path / "events" / "sealed" / f"{victim.id}.arrow"
+    path.write_bytes(b"\0" * path.stat().st_size)
+    fresh = LocalCache(tmp_path, fsync=False)
+    listed = {p.id: p for p in fresh.ready_partitions("events")}
+    with pytest.raises(CacheError, match=f"cache segment {path} cannot be read"):
+        listed[victim.id].open().read_all()
