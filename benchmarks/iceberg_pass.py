@@ -100,8 +100,8 @@ def rows_at(rows: int, seed: int, shift_days: int) -> pa.Table:
     return tbl.set_column(tbl.schema.get_field_index("ts"), tbl.schema.field("ts"), moved)
 
 
-def prepare_cache(path: Path, tbl: pa.Table) -> LocalCache:
-    cache = LocalCache(path, fsync=False)
+def prepare_cache(path: Path, tbl: pa.Table, compression: str | None = None) -> LocalCache:
+    cache = LocalCache(path, fsync=False, compression=compression)  # type: ignore[arg-type]
     cache.define_dataset(info())
     cache.append("events", tbl)
     cache.seal()
@@ -158,11 +158,11 @@ def cold_theirs(work: Path, cache: Path) -> float:
 class WarmOurs:
     """A driver used once already; each `step` seals new rows and times one pass."""
 
-    def __init__(self, work: Path, cache_path: Path) -> None:
+    def __init__(self, work: Path, cache_path: Path, compression: str | None = None) -> None:
         from hypaware.export.driver import ExportDriver
 
         work.mkdir(parents=True)
-        self.cache = LocalCache(cache_path, fsync=False)
+        self.cache = LocalCache(cache_path, fsync=False, compression=compression)  # type: ignore[arg-type]
         self.loop = asyncio.new_event_loop()
         self.driver = ExportDriver.from_config(load_config(config_doc(work, cache_path)))
         self.loop.run_until_complete(self.driver.run_once(backfill=True))
@@ -250,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--only", choices=["cold", "warm"], action="append", default=[])
     parser.add_argument("--target", type=float, help="the warm target (default by size)")
+    parser.add_argument(
+        "--cache-compression",
+        choices=["lz4", "zstd", "none"],
+        help="codec of the cache's Arrow segments (default: the cache's own)",
+    )
     args = parser.parse_args(argv)
     which = args.only or ["cold", "warm"]
     warm_target = args.target or (1.0 if args.rows >= 1_000_000 else 1.2)
@@ -258,9 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         first = rows_at(args.rows, args.seed, 0)
         cache = root / "cache"
-        prepare_cache(cache, first)
+        prepare_cache(cache, first, args.cache_compression)
+        codec = LocalCache(cache, compression=args.cache_compression).compression
         print(
-            f"Iceberg pass: {args.rows:,} rows per pass, median of {args.repeat}, {os.cpu_count()} cores"
+            f"Iceberg pass: {args.rows:,} rows per pass, median of {args.repeat}, "
+            f"{os.cpu_count()} cores, cache segments: arrow, {codec}"
         )
         if "cold" in which:
             ours: list[float] = []
@@ -270,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
                 theirs.append(cold_theirs(root / f"cold-theirs-{i}", cache))
             ok &= line("cold (new process)", ours, theirs, 1.0, "pyiceberg script")
         if "warm" in which:
-            warm_ours = WarmOurs(root / "warm-ours", cache)
+            warm_ours = WarmOurs(root / "warm-ours", cache, args.cache_compression)
             warm_theirs = WarmTheirs(root / "warm-theirs", first)
             ours, theirs = [], []
             try:
