@@ -11,8 +11,9 @@ Layout of one dataset::
                                                     IPC files (or .parquet, by the
                                                     segment_format they were sealed with)
 
-Every file appears by rename after an fsync, so a reader never sees half a
-file and a crash never damages a finished one. A seal first renames each
+Every file appears by rename after an fsync (but for the seal's index,
+``sealed/.index-*.json``, a shortcut readers can do without), so a reader
+never sees half a file and a crash never damages a finished one. A seal first renames each
 open chunk into ``sealing/`` under its partition's new seq (the commit
 point: from then on those rows belong to that seq), then writes the
 segments and removes the claimed chunks; a seal cut short by a crash is

@@ -138,14 +138,18 @@ class CacheRetention(CacheReads):
     def _drop_stale_indexes(self, dataset: str) -> None:
         """Remove the seal indexes of `dataset` none of whose segments is left."""
         sealed = self.path / dataset / "sealed"
+        # Under the lock: a seal renames its segments, then its index, into place, and a
+        # listing taken meanwhile could show the index without them.
         try:
-            entries = os.listdir(sealed)
-        except OSError:
-            return
-        seqs = [int(m.group(1)) for e in entries if (m := SEGMENT_NAME.match(e))]
-        for name in stale_indexes(entries, seqs):
-            with contextlib.suppress(FileNotFoundError):
-                (sealed / name).unlink()
+            with self._lock(dataset):
+                entries = os.listdir(sealed)
+                seqs = [int(m.group(1)) for e in entries if (m := SEGMENT_NAME.match(e))]
+                for name in stale_indexes(entries, seqs):
+                    with contextlib.suppress(FileNotFoundError):
+                        (sealed / name).unlink()
+        except (OSError, CacheError) as exc:
+            # Only a shortcut for readers is left behind; the next drop tries again.
+            log.info("cache retention left the seal indexes of %s: %s", dataset, exc)
 
     def _raise_counter(self, dataset: str) -> None:
         # Seqs are never reused: the counter must cover a segment before the segment goes.

@@ -234,10 +234,19 @@ class CacheWrites(CacheReads):
             "sealed_at": sealed_at.isoformat(),
             **_time_range(tables, info.time_column),
         }
-        if self.segment_format == "arrow":
-            _write_arrow(tmp, info.schema, tables, doc, self.compression)
-        else:
-            _write_parquet(tmp, info.schema, tables, doc, self.compression)
+        import pyarrow as pa
+
+        try:
+            if self.segment_format == "arrow":
+                _write_arrow(tmp, info.schema, tables, doc, self.compression)
+            else:
+                _write_parquet(tmp, info.schema, tables, doc, self.compression)
+        except pa.ArrowException as exc:
+            _unlink(tmp)
+            raise CacheError(
+                f"cannot seal dataset {info.name!r}: segment {final.name} cannot be written "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
         return tmp, final, {**doc, "size": tmp.stat().st_size}
 
     def _recover(self, dataset: str) -> None:
@@ -320,6 +329,10 @@ def _write_arrow(
 ) -> None:
     import pyarrow as pa
 
+    if tables and any(pa.types.is_dictionary(f.type) for f in schema):
+        # An IPC file holds one dictionary per column: chunks appended with
+        # different ones share a unified one.
+        tables = [pa.concat_tables(tables).unify_dictionaries()]
     meta = {**(schema.metadata or {}), SEGMENT_META.encode(): json.dumps(doc).encode()}
     options = pa.ipc.IpcWriteOptions(compression=None if codec == "none" else codec)
     with pa.ipc.new_file(str(path), schema.with_metadata(meta), options=options) as writer:

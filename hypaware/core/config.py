@@ -106,7 +106,8 @@ def segment_codec_problem(segment_format: str, compression: str | None) -> str |
     if codecs is None:
         return f"segment_format must be one of {', '.join(SEGMENT_FORMAT_CODECS)}"
     if compression is not None and compression not in codecs:
-        return f"{segment_format} segments take {', '.join(codecs)}, not {compression!r}"
+        hint = ' (snappy is for segment_format "parquet")' if compression == "snappy" else ""
+        return f"{segment_format} segments take {', '.join(codecs)}, not {compression!r}{hint}"
     return None
 
 

@@ -109,16 +109,24 @@ def run_tasks(tasks: Iterable[Task], *, workers: int) -> None:
                     heapq.heappush(ready, (new.priority, next(counter), new))
                 cond.notify_all()
 
-    helpers = [
-        threading.Thread(target=work, name=f"hypaware-worker-{i}", daemon=True)
-        for i in range(workers - 1)
-    ]
-    for thread in helpers:
-        thread.start()
+    started: list[threading.Thread] = []
     try:
+        for i in range(workers - 1):
+            thread = threading.Thread(target=work, name=f"hypaware-worker-{i}", daemon=True)
+            started.append(thread)
+            thread.start()
         work()
+    except BaseException as exc:
+        # Interrupted (Ctrl-C) or unable to start a thread: the others stop after
+        # their running task instead of working through what is left, or waiting
+        # for a task of this thread that will never end.
+        with cond:
+            errors.append(exc)
+            cond.notify_all()
+        raise
     finally:
-        for thread in helpers:
-            thread.join()
+        for thread in started:
+            if thread.ident is not None:  # it did start
+                thread.join()
     if errors:
         raise errors[0]

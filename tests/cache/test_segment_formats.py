@@ -185,3 +185,28 @@ def test_gathering_keeps_every_row_in_order(sizes: list[int], limit: int) -> Non
     for table in out:
         # A run is joined only while it fits; a table at or past the limit goes alone.
         assert table.num_rows <= limit or any(t.num_rows == table.num_rows for t in tables)
+
+
+@pytest.mark.parametrize("segment_format", ["arrow", "parquet"])
+def test_chunks_with_different_dictionaries_seal_into_one_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, segment_format: str
+) -> None:
+    from hypaware import DatasetInfo
+
+    schema = pa.schema(
+        [
+            pa.field("k", pa.dictionary(pa.int32(), pa.string())),
+            pa.field("ts", SCHEMA.field("ts").type),
+        ]
+    )
+    info = DatasetInfo(name="events", schema=schema, time_column="ts", time_grain=None)
+    cache = LocalCache(tmp_path, fsync=False, segment_format=segment_format)  # type: ignore[arg-type]
+    cache.define_dataset(info)
+    # Small enough to make separate batches: each append's chunk has its own dictionary.
+    monkeypatch.setattr(writes, "_SEGMENT_BATCH_ROWS", 4)
+    stamp = rows(0, 1)[0]["ts"]
+    for value in ("a", "b", "c"):
+        cache.append("events", pa.table({"k": [value] * 3, "ts": [stamp] * 3}, schema=schema))
+    (part,) = cache.seal()
+    back = part.open().read_all()
+    assert back.column("k").to_pylist() == ["a"] * 3 + ["b"] * 3 + ["c"] * 3

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -83,3 +85,40 @@ def test_an_error_stops_new_tasks_and_waits_for_running_ones() -> None:
     assert finished == ["slow"]  # the running task was waited for
     assert later == []  # nothing started after the error
     assert threading.active_count() == before  # no thread outlives the call
+
+
+def test_an_interrupt_of_the_calling_thread_stops_the_others_after_their_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hypaware.core.workers as workers
+
+    release = threading.Event()
+    ran: list[str] = []
+
+    class Interrupted(threading.Condition):
+        def wait(self, timeout: float | None = None) -> bool:
+            # Only run_tasks' own wait, not those of threading's events.
+            mine = sys._getframe(1).f_code.co_name == "work"
+            if mine and threading.current_thread() is threading.main_thread():
+                release.set()  # the helper's running task may end now
+                raise KeyboardInterrupt
+            return super().wait(timeout)
+
+    def leaf() -> list[Task]:
+        ran.append("leaf")
+        return []
+
+    def slow() -> list[Task]:
+        if threading.current_thread() is threading.main_thread():
+            time.sleep(0.001)
+            return [Task(0, slow)]  # left for a helper, so this thread waits
+        assert release.wait(20)
+        return [Task(1, leaf) for _ in range(10)]
+
+    monkeypatch.setattr(workers.threading, "Condition", Interrupted)
+    before = threading.active_count()
+    with pytest.raises(KeyboardInterrupt):
+        run_tasks([Task(0, slow)], workers=2)
+    monkeypatch.undo()
+    assert ran == []  # what the running task made was not worked through
+    assert threading.active_count() == before
