@@ -33,7 +33,12 @@ COMMANDS = (
 )
 
 
-def make_parser() -> argparse.ArgumentParser:
+def make_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command-line parser; with `only` (a command's name), that command's alone.
+
+    Each command's module is imported to register it, and some import much
+    (queries, the demo): a process that runs one command need not pay for all.
+    """
     parser = argparse.ArgumentParser(
         prog="hypaware",
         description="Export captured data from a local cache into durable sinks.",
@@ -41,15 +46,19 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hypaware {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"{__name__}.{name}").register(sub)
+        if only is None or only == name.replace("_", "-"):
+            importlib.import_module(f"{__name__}.{name}").register(sub)
     for command in sub.choices.values():
         logs.add_arguments(command)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = make_parser()
-    args = parser.parse_args(argv)
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    named = args_in[0] if args_in else None
+    known = {name.replace("_", "-") for name in COMMANDS}
+    parser = make_parser(only=named if named in known else None)
+    args = parser.parse_args(args_in)
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
         return 2
