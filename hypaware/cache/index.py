@@ -18,11 +18,11 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["INDEX_NAME", "dump_index", "index_name", "read_index", "stale_indexes"]
+__all__ = ["INDEX_NAME", "covers", "dump_index", "index_name", "read_index", "stale_indexes"]
 
 INDEX_NAME = re.compile(r"^\.index-(\d{12})-(\d{12})\.json$")
 _VERSION = 1
@@ -54,19 +54,17 @@ def read_index(path: Path) -> dict[str, dict[str, Any]]:
     return entries
 
 
+def covers(name: str, seqs: Sequence[int]) -> bool:
+    """Whether the index called `name` has a seq among `seqs` (sorted) in its range."""
+    m = INDEX_NAME.match(name)
+    if m is None:
+        return False
+    lo, hi = int(m.group(1)), int(m.group(2))
+    i = bisect.bisect_left(seqs, lo)
+    return i < len(seqs) and seqs[i] <= hi
+
+
 def stale_indexes(names: Iterable[str], seqs: Iterable[int]) -> list[str]:
     """The index file names among `names` whose seq range holds none of `seqs`."""
-    ranges = []
-    for name in names:
-        m = INDEX_NAME.match(name)
-        if m:
-            ranges.append((int(m.group(1)), int(m.group(2)), name))
-    if not ranges:
-        return []
     live = sorted(seqs)
-    stale = []
-    for lo, hi, name in ranges:
-        i = bisect.bisect_left(live, lo)
-        if i == len(live) or live[i] > hi:
-            stale.append(name)
-    return stale
+    return [name for name in names if INDEX_NAME.match(name) and not covers(name, live)]

@@ -10,7 +10,6 @@ memory-mapped: uncompressed ones are read without a copy.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import json
 import os
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hypaware.cache.index import INDEX_NAME, read_index
+from hypaware.cache.index import INDEX_NAME, covers, read_index
 from hypaware.cache.layout import (
     SEALING_NAME,
     SEGMENT_META,
@@ -116,11 +115,7 @@ class CacheReads(CacheDirectory):
         seqs = sorted(seq for seq, _entry in fresh)
         hints: dict[str, dict[str, Any]] = {}
         for name in indexes:
-            m = INDEX_NAME.match(name)
-            assert m is not None
-            lo, hi = int(m.group(1)), int(m.group(2))
-            i = bisect.bisect_left(seqs, lo)
-            if i == len(seqs) or seqs[i] > hi:
+            if not covers(name, seqs):
                 continue
             try:
                 entries = read_index(sealed / name)
