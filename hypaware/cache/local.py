@@ -69,12 +69,13 @@ class LocalCache(CacheWrites, CacheRetention):
       for Arrow), ``"zstd"`` or ``"none"``, and for Parquet also
       ``"snappy"`` (its default). zstd suits a cache short of disk; none
       suits one short of CPU.
-
-    Segments of either format and any codec stay readable, whatever these
-    say now: they only decide how new seals are written.
     - `fsync`: make every file durable before it is renamed into place
       (default True; switch off only for throwaway caches).
     - `clock`: the time source for seal times and retention (UTC).
+
+    Segments of either format and any codec stay readable, whatever
+    `segment_format` and `compression` say now: they only decide how new
+    seals are written.
 
     Appends and seals of one dataset are serialised with a lock file, so
     several processes may write the same cache.

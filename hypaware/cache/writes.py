@@ -24,7 +24,6 @@ from hypaware.cache.layout import (
     CHUNK_NAME,
     SEALING_NAME,
     SEGMENT_META,
-    SEGMENT_SUFFIXES,
     log,
 )
 from hypaware.cache.partitioning import bucket_closed, conform, key_dir, split_by_key, to_table
@@ -218,12 +217,11 @@ class CacheWrites(CacheReads):
     ) -> tuple[Path | None, Path, dict[str, Any] | None]:
         """Write one segment into a temp file: (temp path, final path, its index entry),
         or (None, final, None) when it is already in place (a seal finished by recovery)."""
-        sealed = self.path / info.name / "sealed"
-        for suffix in SEGMENT_SUFFIXES:
-            # Whatever format an interrupted seal used, its segment stands.
-            if (sealed / f"{seq:012d}-{keydir}{suffix}").exists():
-                return None, sealed / f"{seq:012d}-{keydir}{suffix}", None
-        final = sealed / f"{seq:012d}-{keydir}.{self.segment_format}"
+        # Whatever format an interrupted seal used, its segment stands.
+        done = self._sealed_path(info.name, f"{seq:012d}-{keydir}")
+        if done is not None:
+            return None, done, None
+        final = self.path / info.name / "sealed" / f"{seq:012d}-{keydir}.{self.segment_format}"
         tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
         sealed_at = self._clock()
         tables, key = _read_chunks(info, chunks)
@@ -344,22 +342,25 @@ def _gathered(tables: list[pa.Table], rows: int) -> Iterator[pa.Table]:
     """`tables` in order, runs of small ones joined into one of up to about `rows` rows."""
     import pyarrow as pa
 
+    def joined(run: list[pa.Table]) -> pa.Table:
+        return pa.concat_tables(run).combine_chunks() if len(run) > 1 else run[0]
+
     run: list[pa.Table] = []
     count = 0
     for table in tables:
         if table.num_rows >= rows:
             if run:
-                yield pa.concat_tables(run).combine_chunks()
+                yield joined(run)
                 run, count = [], 0
             yield table
             continue
         if count + table.num_rows > rows and run:
-            yield pa.concat_tables(run).combine_chunks()
+            yield joined(run)
             run, count = [], 0
         run.append(table)
         count += table.num_rows
     if run:
-        yield pa.concat_tables(run).combine_chunks() if len(run) > 1 else run[0]
+        yield joined(run)
 
 
 def _write_parquet(
