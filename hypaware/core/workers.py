@@ -74,12 +74,15 @@ def run_tasks(tasks: Iterable[Task], *, workers: int) -> None:
     """
     counter = itertools.count()
     ready: list[tuple[int, int, Task]] = []
-    for task in tasks:
-        heapq.heappush(ready, (task.priority, next(counter), task))
+
+    def push(new: Iterable[Task]) -> None:
+        for task in new:
+            heapq.heappush(ready, (task.priority, next(counter), task))
+
+    push(tasks)
     if workers <= 1:
         while ready:
-            for task in heapq.heappop(ready)[2].fn():
-                heapq.heappush(ready, (task.priority, next(counter), task))
+            push(heapq.heappop(ready)[2].fn())
         return
     cond = threading.Condition()
     running = 0
@@ -97,16 +100,16 @@ def run_tasks(tasks: Iterable[Task], *, workers: int) -> None:
                     return
                 task = heapq.heappop(ready)[2]
                 running += 1
+            failed: BaseException | None = None
             try:
                 made = list(task.fn())
             except BaseException as exc:
-                made = []
-                with cond:
-                    errors.append(exc)
+                made, failed = [], exc
             with cond:
                 running -= 1
-                for new in made:
-                    heapq.heappush(ready, (new.priority, next(counter), new))
+                if failed is not None:
+                    errors.append(failed)
+                push(made)
                 cond.notify_all()
 
     started: list[threading.Thread] = []
