@@ -33,6 +33,10 @@ COMMANDS = (
 )
 
 
+# Command name -> its module under hypaware.cli.
+_MODULES = {name.replace("_", "-"): name for name in COMMANDS}
+
+
 def make_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command-line parser; with `only` (a command's name), that command's alone.
 
@@ -45,9 +49,9 @@ def make_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"hypaware {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        if only is None or only == name.replace("_", "-"):
-            importlib.import_module(f"{__name__}.{name}").register(sub)
+    for name, module in _MODULES.items():
+        if only is None or only == name:
+            importlib.import_module(f"{__name__}.{module}").register(sub)
     for command in sub.choices.values():
         logs.add_arguments(command)
     return parser
@@ -56,8 +60,7 @@ def make_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     named = args_in[0] if args_in else None
-    known = {name.replace("_", "-") for name in COMMANDS}
-    parser = make_parser(only=named if named in known else None)
+    parser = make_parser(only=named if named in _MODULES else None)
     args = parser.parse_args(args_in)
     if getattr(args, "func", None) is None:
         parser.print_help(sys.stderr)
