@@ -203,6 +203,9 @@ class CacheReads(CacheDirectory):
         def opener() -> pa.RecordBatchReader:
             return _open_segment(path, schema)
 
+        def loader() -> pa.Table:
+            return _load_arrow(path, schema)
+
         return PartitionRef(
             id=segment.id,
             dataset=info.name,
@@ -212,6 +215,7 @@ class CacheReads(CacheDirectory):
             max_time=segment.max_time,
             byte_size=segment.byte_size,
             opener=opener,
+            loader=loader if path.suffix == ".arrow" else None,
         )
 
 
@@ -253,7 +257,7 @@ def _open_segment(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
     return _open_parquet(path, schema)
 
 
-def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
+def _map(path: Path) -> pa.MemoryMappedFile:
     import pyarrow as pa
 
     try:
@@ -262,6 +266,13 @@ def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
         raise CacheError(f"cache segment {path} is gone (dropped by retention?)") from exc
     except (pa.ArrowException, OSError) as exc:
         raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
+    return source
+
+
+def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
+    import pyarrow as pa
+
+    source = _map(path)
     try:
         # A segment is small: decompressing its buffers on Arrow's pool costs more in
         # hand-offs than it saves, and callers already read several segments at once.
@@ -285,6 +296,21 @@ def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
             source.close()
 
     return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _load_arrow(path: Path, schema: pa.Schema) -> pa.Table:
+    """A whole Arrow segment in one native read: no per-batch work in the interpreter."""
+    import pyarrow as pa
+
+    source = _map(path)
+    try:
+        # The table keeps the mapping alive after `close`, as `_open_arrow`'s batches do.
+        with source:
+            options = pa.ipc.IpcReadOptions(use_threads=False)
+            table = pa.ipc.open_file(source, options=options).read_all()
+        return pa.Table.from_arrays(table.columns, schema=schema)
+    except (pa.ArrowException, OSError) as exc:
+        raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
 
 
 def _open_parquet(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:

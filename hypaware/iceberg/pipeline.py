@@ -28,7 +28,7 @@ from hypaware.core.types import PartitionRef, RetryPartition
 from hypaware.core.workers import Task, cores, run_tasks
 from hypaware.iceberg import layout
 from hypaware.iceberg.catalog import _brief
-from hypaware.iceberg.schema import IncompatibleSchemaError, conform_batch
+from hypaware.iceberg.schema import IncompatibleSchemaError, conform_table
 
 __all__ = ["ReadBatch", "WriteDay", "day_clusters", "read_partition", "run_pipeline"]
 
@@ -56,16 +56,15 @@ def read_partition(part: PartitionRef, target: pa.Schema, what: str) -> pa.Table
     """The partition's rows conformed to `target`, or why it cannot be read."""
     where = f"{what}, partition {part.id!r}"
     try:
-        reader = part.open()
-        try:
-            batches = [conform_batch(b, target, what=where) for b in reader]
-        finally:
-            reader.close()
-    except IncompatibleSchemaError as exc:
-        return RetryPartition(part.id, str(exc), retryable=False)
+        # Whole, in one call where the cache can: a partition is held whole here
+        # anyway, and batch-by-batch reading holds the interpreter lock for longer.
+        table = part.read_all()
     except Exception as exc:
         return RetryPartition(part.id, f"{where}: cannot read: {_brief(exc)}")
-    return pa.Table.from_batches(batches, schema=target)
+    try:
+        return conform_table(table, target, what=where)
+    except IncompatibleSchemaError as exc:
+        return RetryPartition(part.id, str(exc), retryable=False)
 
 
 def _day(value: dt.datetime) -> int:

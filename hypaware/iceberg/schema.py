@@ -36,6 +36,7 @@ from pyiceberg.types import (
 __all__ = [
     "IncompatibleSchemaError",
     "conform_batch",
+    "conform_table",
     "dataset_schema",
     "evolution_target",
     "layout_for",
@@ -291,7 +292,20 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, what: str) -> pa.
     return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
-def _check_required(batch: pa.RecordBatch, target: pa.Schema, what: str) -> None:
+def conform_table(table: pa.Table, target: pa.Schema, *, what: str) -> pa.Table:
+    """`table` as `target`, by the rules of `conform_batch` (one check for the usual case)."""
+    if [f.type for f in table.schema] == [f.type for f in target] and (
+        table.schema.names == target.names
+    ):
+        if table.schema.equals(target, check_metadata=True):
+            return table
+        _check_required(table, target, what)
+        return pa.Table.from_arrays(table.columns, schema=target)
+    batches = [conform_batch(b, target, what=what) for b in table.to_batches()]
+    return pa.Table.from_batches(batches, schema=target)
+
+
+def _check_required(batch: pa.RecordBatch | pa.Table, target: pa.Schema, what: str) -> None:
     for field, column in zip(target, batch.columns, strict=True):
         if not field.nullable and column.null_count:
             raise IncompatibleSchemaError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 import hypaware.cache.writes as writes
 from hypaware import load_config
 from hypaware.cache.local import LocalCache
-from hypaware.core.errors import ConfigError
+from hypaware.core.errors import CacheError, ConfigError
 from tests.driver.helpers import SCHEMA, make_cache, rows
 
 COMBOS = [
@@ -60,6 +61,11 @@ def test_every_format_and_codec_seals_and_reads_back_the_rows(
     for part in listed:
         table = part.open().read_all()
         assert table.num_rows == part.row_count
+        # A whole read (native for Arrow segments) gives the same rows and schema.
+        assert (part.loader is not None) == (segment_format == "arrow")
+        whole = part.read_all()
+        assert whole.schema.equals(SCHEMA, check_metadata=True)
+        assert whole.equals(table)
         times = table.column("ts").to_pylist()
         assert (min(times), max(times)) == (part.min_time, part.max_time)
     body = files[0].read_bytes()
@@ -160,6 +166,21 @@ def test_rows_read_stay_valid_after_the_segment_is_dropped(tmp_path: Path) -> No
         os.unlink(path)
     gc.collect()
     assert table.column("n").to_pylist() == list(range(20))
+
+
+@pytest.mark.parametrize("damage", ["gone", "truncated"])
+def test_a_whole_read_of_a_damaged_segment_names_it(tmp_path: Path, damage: str) -> None:
+    cache = make_cache(tmp_path, count=0)
+    cache.append("events", rows(0, 20, convs=1, step=1.0))
+    (part,) = cache.seal()
+    (path,) = _sealed_files(tmp_path)
+    if damage == "gone":
+        path.unlink()
+    else:
+        path.write_bytes(path.read_bytes()[:-40])
+    with pytest.raises(CacheError, match=re.escape(str(path))) as caught:
+        part.read_all()
+    assert ("gone" in str(caught.value)) == (damage == "gone")
 
 
 def test_a_truncated_arrow_segment_is_corrupt_not_fatal(tmp_path: Path) -> None:
