@@ -30,6 +30,12 @@ from hypaware.encoding.config import ParquetConfig
 
 __all__ = ["ParquetConfig", "ParquetEncoder"]
 
+# The writer's many small writes (page headers, small pages) are gathered
+# natively up to this size before they reach the Python `ChunkSink`: each
+# write into it takes the interpreter lock, which other threads may hold
+# for milliseconds at a time.
+_BUFFER_BYTES = ChunkSink.CHUNK_BYTES
+
 
 class ParquetEncoder:
     """Encodes record batches as Parquet files. See `ParquetConfig` for the settings."""
@@ -64,11 +70,12 @@ class ParquetEncoder:
     def _write_file(self, source: BatchSource) -> Iterator[bytes]:
         cfg = self.config
         sink = ChunkSink()
-        writer = self._open_writer(sink, source.schema)
+        stream = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), _BUFFER_BYTES)
+        writer = self._open_writer(stream, source.schema)
         groups = row_groups(source, max_rows=cfg.row_group_size, max_bytes=cfg.row_group_bytes)
         try:
             for group in groups:
-                yield from self._write_group(writer, sink, source.schema, group)
+                yield from self._write_group(writer, stream, sink, source.schema, group)
                 # Not kept while the next group is gathered: two row groups
                 # alive at once would double the peak.
                 del group
@@ -76,24 +83,38 @@ class ParquetEncoder:
                     groups.close()  # the rest goes back to the source for the next file
                     break
             writer.close()
+            stream.close()  # the footer, still in the buffer
             yield from sink.take()
         finally:
             # A consumer that stops early (or an error) must not leave the
             # native writer open; what it wrote is discarded with the sink.
             if writer.is_open:
                 writer.close()
+            if not stream.closed:
+                stream.close()
 
     @staticmethod
     def _write_group(
-        writer: pq.ParquetWriter, sink: ChunkSink, schema: pa.Schema, group: list[pa.RecordBatch]
+        writer: pq.ParquetWriter,
+        stream: pa.NativeFile,
+        sink: ChunkSink,
+        schema: pa.Schema,
+        group: list[pa.RecordBatch],
     ) -> Iterator[bytes]:
         table = pa.Table.from_batches(group, schema)
+
+        def write() -> None:
+            writer.write_table(table, row_group_size=table.num_rows)
+            # Out of the buffer with its row group, so the sink's size (which
+            # ends a file at `target_file_size`) counts the whole group.
+            stream.flush()
+
         try:
             # pyarrow writes a row group in one call; relayed, its pages go
             # out as they are made instead of piling up until it returns.
             yield from relayed(
                 sink,
-                lambda: writer.write_table(table, row_group_size=table.num_rows),
+                write,
                 name="hypaware-parquet-writer",
             )
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
