@@ -35,6 +35,7 @@ from hypaware.cache.local import LocalCache
 from hypaware.export.driver import ExportDriver
 
 from . import datagen
+from ._common import quiet_disk
 
 SEAL_TARGET = 2.0
 # The cache seals with its defaults; the plain-pyarrow side writes the same.
@@ -134,19 +135,24 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for i in range(args.repeat):
             run = work / str(i)
+            quiet_disk()
             t = time.perf_counter()
             _raw_seal(tbl, run / "raw-seal", SEGMENT_FORMAT, SEGMENT_CODEC)
             raw_seal.append(time.perf_counter() - t)
+            quiet_disk()
             t = time.perf_counter()
             _raw_seal(tbl, run / "parquet-seal", "parquet", "snappy")
             parquet_seal.append(time.perf_counter() - t)
+            quiet_disk()
             t = time.perf_counter()
             cache = _cache_seal(tbl, run / "cache")
             our_seal.append(time.perf_counter() - t)
             partitions = len(cache.ready_partitions("events"))
+            quiet_disk()
             t = time.perf_counter()
             _raw_export(cache, run / "raw-export")
             raw_export.append(time.perf_counter() - t)
+            quiet_disk()
             t = time.perf_counter()
             rows = _driver_export(run / "cache", run)
             our_export.append(time.perf_counter() - t)

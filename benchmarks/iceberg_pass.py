@@ -46,7 +46,7 @@ from hypaware import DatasetInfo, load_config
 from hypaware.cache.local import LocalCache
 
 from . import datagen
-from ._common import COMPRESSION, ROW_GROUP_SIZE
+from ._common import COMPRESSION, ROW_GROUP_SIZE, quiet_disk
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -131,6 +131,7 @@ def cold_ours(work: Path, cache: Path) -> float:
     config = work / "hypaware.json"
     config.write_text(json.dumps(config_doc(work, cache)))
     command = [sys.executable, "-m", "hypaware", "export", "--config", str(config)]
+    quiet_disk()
     start = time.perf_counter()
     proc = subprocess.run(
         [*command, "--once", "--backfill", "--json"], capture_output=True, text=True, cwd=ROOT
@@ -143,6 +144,7 @@ def cold_ours(work: Path, cache: Path) -> float:
 
 def cold_theirs(work: Path, cache: Path) -> float:
     work.mkdir(parents=True)
+    quiet_disk()
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", PYICEBERG_SCRIPT, str(cache), str(work)],
@@ -170,6 +172,7 @@ class WarmOurs:
     def step(self, tbl: pa.Table) -> float:
         self.cache.append("events", tbl)
         self.cache.seal()
+        quiet_disk()
         start = time.perf_counter()
         report = self.loop.run_until_complete(self.driver.run_once())
         seconds = time.perf_counter() - start
@@ -212,6 +215,7 @@ class WarmTheirs:
 
     def step(self, tbl: pa.Table) -> float:
         data = nullable(tbl)
+        quiet_disk()
         start = time.perf_counter()
         self.table.append(data)
         seconds = time.perf_counter() - start
