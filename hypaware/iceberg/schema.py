@@ -258,9 +258,7 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, what: str) -> pa.
     signed range, a timestamp out of range) is an error, never truncated,
     except sub-microsecond precision, which Iceberg cannot hold.
     """
-    if [f.type for f in batch.schema] == [f.type for f in target] and (
-        batch.schema.names == target.names
-    ):
+    if _same_columns(batch.schema, target):
         # The usual case: the cache's types already are the table's.
         if batch.schema.equals(target, check_metadata=True):
             return batch
@@ -294,15 +292,18 @@ def conform_batch(batch: pa.RecordBatch, target: pa.Schema, *, what: str) -> pa.
 
 def conform_table(table: pa.Table, target: pa.Schema, *, what: str) -> pa.Table:
     """`table` as `target`, by the rules of `conform_batch` (one check for the usual case)."""
-    if [f.type for f in table.schema] == [f.type for f in target] and (
-        table.schema.names == target.names
-    ):
+    if _same_columns(table.schema, target):
         if table.schema.equals(target, check_metadata=True):
             return table
         _check_required(table, target, what)
         return pa.Table.from_arrays(table.columns, schema=target)
     batches = [conform_batch(b, target, what=what) for b in table.to_batches()]
     return pa.Table.from_batches(batches, schema=target)
+
+
+def _same_columns(schema: pa.Schema, target: pa.Schema) -> bool:
+    """Same names and types in the same order: only nullability or metadata may differ."""
+    return schema.names == target.names and [f.type for f in schema] == [f.type for f in target]
 
 
 def _check_required(batch: pa.RecordBatch | pa.Table, target: pa.Schema, what: str) -> None:
