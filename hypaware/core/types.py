@@ -99,6 +99,8 @@ class PartitionRef:
 
     `opener` makes the reader `open` returns; `loader`, when given, loads
     the whole partition for `read_all` (a cache that can do so natively).
+    Both must give the same rows: replace them together (`attrs.evolve`
+    keeps a loader when only the opener is changed).
     """
 
     id: str = attrs.field(validator=_non_empty)

@@ -9,8 +9,9 @@ Usable on its own (table formats reuse it)::
 
 Row groups are gathered from the incoming batches (sliced, never copied) up
 to `row_group_size` rows or `row_group_bytes`, then written; the bytes the
-writer produced are handed out right away. So memory holds one row group of
-Arrow data plus its encoded pages, whatever the input's length.
+writer produced are handed out as they come, a MiB or so at a time. So
+memory holds one row group of Arrow data plus a few MiB of encoded pages,
+whatever the input's length.
 
 Field metadata is kept: a field's ``PARQUET:field_id`` becomes the Parquet
 field id, and the Arrow schema (with all metadata) is stored in the file.
@@ -33,7 +34,8 @@ __all__ = ["ParquetConfig", "ParquetEncoder"]
 # The writer's many small writes (page headers, small pages) are gathered
 # natively up to this size before they reach the Python `ChunkSink`: each
 # write into it takes the interpreter lock, which other threads may hold
-# for milliseconds at a time.
+# for milliseconds at a time. So Python sees about one write per MiB (and
+# one per row group), not one per page.
 _BUFFER_BYTES = ChunkSink.CHUNK_BYTES
 
 
@@ -52,7 +54,7 @@ class ParquetEncoder:
         source = BatchSource(schema, batches)
         return files(source, self._write_file)
 
-    def _open_writer(self, sink: ChunkSink, schema: pa.Schema) -> pq.ParquetWriter:
+    def _open_writer(self, sink: pa.NativeFile, schema: pa.Schema) -> pq.ParquetWriter:
         cfg = self.config
         try:
             return pq.ParquetWriter(
@@ -88,10 +90,12 @@ class ParquetEncoder:
         finally:
             # A consumer that stops early (or an error) must not leave the
             # native writer open; what it wrote is discarded with the sink.
-            if writer.is_open:
-                writer.close()
-            if not stream.closed:
-                stream.close()
+            try:
+                if writer.is_open:
+                    writer.close()
+            finally:
+                if not stream.closed:
+                    stream.close()
 
     @staticmethod
     def _write_group(

@@ -65,6 +65,8 @@ def read_partition(part: PartitionRef, target: pa.Schema, what: str) -> pa.Table
         return conform_table(table, target, what=where)
     except IncompatibleSchemaError as exc:
         return RetryPartition(part.id, str(exc), retryable=False)
+    except Exception as exc:  # out of memory in a cast, say: worth another try
+        return RetryPartition(part.id, f"{where}: cannot read: {_brief(exc)}")
 
 
 def _day(value: dt.datetime) -> int:

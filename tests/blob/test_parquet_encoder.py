@@ -173,7 +173,8 @@ def test_encoder_streams_instead_of_materialising_the_input() -> None:
 def test_the_writers_small_writes_reach_python_gathered(monkeypatch: pytest.MonkeyPatch) -> None:
     # Every write into the Python sink takes the interpreter lock; the native
     # writer makes several per column and row group (headers, pages), so they
-    # are gathered first: about one write per row group, not one per page.
+    # are gathered first: here, with row groups far under a MiB, one write per
+    # row group (and the footer), not one per page.
     from hypaware.encoding._stream import ChunkSink
 
     writes = 0

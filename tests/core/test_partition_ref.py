@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pyarrow as pa
 import pytest
 
@@ -20,10 +22,26 @@ def _reader(closed: list[bool]) -> pa.RecordBatchReader:
     return pa.RecordBatchReader.from_batches(TABLE.schema, batches())
 
 
-def test_read_all_without_a_loader_reads_the_opener_to_the_end_and_closes_it() -> None:
+def test_read_all_without_a_loader_reads_the_opener_to_the_end() -> None:
     closed: list[bool] = []
     part = PartitionRef("p", "events", 1, 10, opener=lambda: _reader(closed))
     assert part.read_all().equals(TABLE)
+    assert closed == [True]
+
+
+def test_read_all_closes_the_reader_when_reading_fails() -> None:
+    closed: list[bool] = []
+
+    class Failing:
+        def read_all(self) -> pa.Table:
+            raise OSError("the segment ends early")
+
+        def close(self) -> None:
+            closed.append(True)
+
+    part = PartitionRef("p", "events", 1, 10, opener=lambda: cast(pa.RecordBatchReader, Failing()))
+    with pytest.raises(OSError, match="ends early"):
+        part.read_all()
     assert closed == [True]
 
 

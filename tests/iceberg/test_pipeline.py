@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hypaware import PartitionRef
+from hypaware import PartitionRef, RetryPartition
 from hypaware.core.workers import cores
 from hypaware.iceberg import layout
-from hypaware.iceberg.pipeline import ReadBatch, day_clusters, run_pipeline
+from hypaware.iceberg.pipeline import ReadBatch, day_clusters, read_partition, run_pipeline
 
 SCHEMA = pa.schema(
     [("row_id", pa.int64()), ("key", pa.string()), ("ts", pa.timestamp("us", "UTC"))]
@@ -205,3 +205,54 @@ def test_same_days_as_reading_the_whole_batch_first(
             assert sorted(days[day]) == sorted(rows)
         else:
             assert days[day] == rows, f"day {day}"
+
+
+def _loaded(pid: str, load: Callable[[], pa.Table]) -> PartitionRef:
+    def opener() -> pa.RecordBatchReader:
+        raise AssertionError("a partition with a loader is read whole, not streamed")
+
+    return PartitionRef(id=pid, dataset="events", seq=0, row_count=1, opener=opener, loader=load)
+
+
+def test_a_partition_with_a_loader_is_read_whole_and_conformed() -> None:
+    nullable = pa.schema([f.with_nullable(True) for f in SCHEMA])
+    rows = pa.Table.from_pylist([{"row_id": 1, "key": "a", "ts": START}], schema=nullable)
+    result = read_partition(_loaded("p", lambda: rows), SCHEMA, "table t")
+    assert isinstance(result, pa.Table)
+    assert result.schema.equals(SCHEMA, check_metadata=True)
+    assert result.to_pylist() == rows.to_pylist()
+
+
+def test_a_loader_that_fails_sets_the_partition_aside_for_a_retry() -> None:
+    def load() -> pa.Table:
+        raise OSError("segment is unreadable")
+
+    result = read_partition(_loaded("p", load), SCHEMA, "table t")
+    assert isinstance(result, RetryPartition)
+    assert result.retryable
+    assert "partition 'p': cannot read" in result.reason
+    assert "segment is unreadable" in result.reason
+
+
+def test_rows_the_table_cannot_hold_are_set_aside_for_good() -> None:
+    wrong = pa.table({"row_id": ["x"], "key": ["a"], "ts": [START]})
+    result = read_partition(_loaded("p", lambda: wrong), SCHEMA, "table t")
+    assert isinstance(result, RetryPartition)
+    assert not result.retryable
+    assert "'row_id'" in result.reason
+
+
+def test_a_cast_that_fails_otherwise_is_set_aside_for_a_retry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hypaware.iceberg.pipeline as pipeline
+
+    def no_memory(table: pa.Table, target: pa.Schema, *, what: str) -> pa.Table:
+        raise pa.ArrowMemoryError("malloc of 1 GiB failed")
+
+    monkeypatch.setattr(pipeline, "conform_table", no_memory)
+    rows = pa.Table.from_pylist([{"row_id": 1, "key": "a", "ts": START}], schema=SCHEMA)
+    result = read_partition(_loaded("p", lambda: rows), SCHEMA, "table t")
+    assert isinstance(result, RetryPartition)
+    assert result.retryable
+    assert "malloc" in result.reason
