@@ -69,12 +69,20 @@ class DataFileWriter:
     - `root`: the store the files go to, and the URL they are named by.
     - `encoder`: turns rows into Parquet bytes (with Iceberg field ids).
     - `sink`: the sink's name, part of every file name.
+
+    A day of more rows than `split_rows` (half the encoder's row group
+    size) is written in two pieces, so that two encoders share it; None
+    never splits.
     """
 
     def __init__(self, root: StoreRoot, encoder: Encoder, sink: str) -> None:
         self._root = root
         self._encoder = encoder
         self.sink = sink
+        config = getattr(encoder, "config", None)
+        group = getattr(config, "row_group_size", None)
+        # Half a row group: each piece is still at least a quarter of one.
+        self.split_rows: int | None = max(1, group // 2) if isinstance(group, int) else None
 
     def write_partitions(
         self,
@@ -97,19 +105,30 @@ class DataFileWriter:
         base = table.location().rstrip("/")
         written: list[WrittenFile] = []
         lock = threading.Lock()
+        # Per day: the files its pieces wrote, and how many pieces are done.
+        kept: dict[int | None, set[str]] = {}
+        done: dict[int | None, int] = {}
 
         def write_day(data: pa.Table, rows: layout.DayRows, whole: Callable[[], pa.Table]) -> None:
             directory = f"{base}/{layout.day_directory(dataset.time_column, rows.day)}"
             batches = layout.day_batches(data, rows, target, whole=whole)
             mine: set[str] = set()
             for index, chunks in enumerate(self._encoder.encode(target, batches)):
-                location = f"{directory}/{layout.data_file_name(stem, index)}"
+                name = layout.data_file_name(stem, layout.piece_file_index(rows.piece, index))
+                location = f"{directory}/{name}"
                 key = self._root.key(location, "write")
                 size, tail = self.put(key, location, chunks)
                 mine.add(key)
                 with lock:
                     written.append(WrittenFile(location, key, rows.day, size, tail))
-            self.delete_leftovers(directory, stem, mine)
+            with lock:
+                kept.setdefault(rows.day, set()).update(mine)
+                done[rows.day] = done.get(rows.day, 0) + 1
+                last = done[rows.day] == rows.pieces
+            # Only once every piece of the day is in: a piece still writing
+            # would otherwise have its new file taken for a leftover.
+            if last:
+                self.delete_leftovers(directory, stem, kept[rows.day])
 
         try:
             read = run_pipeline(
@@ -119,6 +138,7 @@ class DataFileWriter:
                 time_column=dataset.time_column,
                 lookup_key=dataset.lookup_key,
                 write_day=write_day,
+                split_rows=self.split_rows,
             )
         except BaseException:
             self.delete(written)

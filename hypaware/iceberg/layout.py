@@ -29,7 +29,9 @@ __all__ = [
     "day_batches",
     "day_directory",
     "day_label",
+    "piece_file_index",
     "plan_days",
+    "split_day",
 ]
 
 # Rows taken at a time when the sorted copy is made: bounds the memory of
@@ -45,13 +47,62 @@ class DayRows:
     Either `spans`: row ranges ``(offset, length)`` of the batch's table that
     are each already in order and follow each other in order (no copy is
     needed), or `order`: row indices of the table, in order (a sorted copy is
-    taken).
+    taken). `piece` and `pieces` say which part of its day these rows are
+    when the day is written in several (`split_day`).
     """
 
     day: int | None
     rows: int
     spans: tuple[tuple[int, int], ...] = ()
     order: pa.Array | None = None
+    piece: int = 0
+    pieces: int = 1
+
+
+# File indices of one piece of a day: piece p's files are numbered from p * this.
+_PIECE_STRIDE = 10_000
+
+
+def split_day(rows: DayRows, pieces: int) -> list[DayRows]:
+    """The day's rows as `pieces` consecutive runs of about equal size, each its own file(s).
+
+    So that two encoders can share one big day. The pieces keep the day's
+    output order: piece 0's rows come first. Depends only on the rows and
+    `pieces`, never on timing, so file names stay the same on a retry.
+    """
+    pieces = max(1, min(pieces, rows.rows))
+    if pieces == 1:
+        return [rows]
+    cuts = [rows.rows * i // pieces for i in range(pieces + 1)]
+    out = []
+    for i, (lo, hi) in enumerate(itertools.pairwise(cuts)):
+        if rows.order is not None:
+            part = DayRows(rows.day, hi - lo, order=rows.order.slice(lo, hi - lo))
+        else:
+            part = DayRows(rows.day, hi - lo, spans=_span_slice(rows.spans, lo, hi))
+        out.append(attrs.evolve(part, piece=i, pieces=pieces))
+    return out
+
+
+def _span_slice(spans: Sequence[tuple[int, int]], lo: int, hi: int) -> tuple[tuple[int, int], ...]:
+    """Rows ``[lo, hi)`` of the day, counted along `spans`, as spans of the table."""
+    out = []
+    seen = 0
+    for offset, length in spans:
+        start, end = max(lo, seen), min(hi, seen + length)
+        if start < end:
+            out.append((offset + start - seen, end - start))
+        seen += length
+        if seen >= hi:
+            break
+    return tuple(out)
+
+
+def piece_file_index(piece: int, index: int) -> int:
+    """The file index (see `data_file_name`) of a piece's `index`-th file."""
+    if index >= _PIECE_STRIDE:
+        raise ValueError(f"a piece of a day cannot have more than {_PIECE_STRIDE} files")
+    return piece * _PIECE_STRIDE + index
 
 
 def day_numbers(column: pa.ChunkedArray | pa.Array) -> pa.Array | pa.ChunkedArray:

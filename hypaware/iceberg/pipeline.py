@@ -37,6 +37,10 @@ _EPOCH = dt.date(1970, 1, 1)
 # Most urgent first: finishing a day frees its rows; planning makes days ready.
 _WRITE, _PLAN, _READ = 0, 1, 2
 
+# Pieces a big day is written in: two encoders can share it, and a day makes
+# at most twice the files it would whole.
+_DAY_PIECES = 2
+
 # A contiguous copy of a cluster's rows, made on first call.
 Copy = Callable[[], pa.Table]
 # write_day(the cluster's rows, the day's rows among them, their contiguous copy)
@@ -108,8 +112,14 @@ def run_pipeline(
     lookup_key: str | None,
     write_day: WriteDay,
     workers: int | None = None,
+    split_rows: int | None = None,
 ) -> ReadBatch:
     """Read `partitions`, and hand every day of their rows to `write_day` (see the module).
+
+    A day of more than `split_rows` rows is handed over as two pieces
+    (`layout.split_day`), each a task of its own: seven equal days on two
+    encoders would otherwise end with one core idle while the last day is
+    encoded alone. The null day is never split.
 
     Unreadable partitions are set aside in the result, never raised. An
     error from `write_day` stops the pipeline and is raised once every
@@ -152,7 +162,9 @@ def run_pipeline(
                 with lock:
                     null_days[ci] = (data, rows)
                 continue
-            tasks.append(Task(_WRITE, functools.partial(write, data, rows, whole)))
+            big = split_rows is not None and rows.rows > split_rows
+            for piece in layout.split_day(rows, _DAY_PIECES if big else 1):
+                tasks.append(Task(_WRITE, functools.partial(write, data, piece, whole)))
         return tasks
 
     def write(data: pa.Table, rows: layout.DayRows, whole: Copy) -> Iterable[Task]:

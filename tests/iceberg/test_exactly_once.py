@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.exceptions import CommitFailedException
 
 from hypaware.core.types import ExportOptions
+from hypaware.core.workers import cores
 from hypaware.iceberg import table_format
 from hypaware.iceberg.datafiles import DataFileWriter
 
@@ -180,4 +183,58 @@ async def test_a_failed_file_write_removes_the_files_of_other_days(
     assert _data_files_on_disk(tmp_path) == set()
     table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
     assert table.metadata.snapshots == []
+    await sink.close()
+
+
+def _names(root: Path) -> list[str]:
+    return sorted(Path(p).name.rsplit("-", 1)[-1] for p in _data_files_on_disk(root))
+
+
+async def test_a_big_day_is_written_in_two_pieces_that_keep_its_order(tmp_path: Path) -> None:
+    # Over a row group of rows, a day is written as two files (so two encoders
+    # share it); read in name order, they are the day's rows in table order.
+    sink = build_sink(sink_config(tmp_path, row_group_size=100))
+    parts = [
+        partition(f"p{i}", rows_for(f"c{i % 3}", 0, 50, start=i * 50), seq=i) for i in range(5)
+    ]
+    result = await sink.export_batch(batch("b", parts), ExportOptions())
+    assert len(result.exported) == 5
+    assert _names(tmp_path) == ["00000.parquet", "10000.parquet"]
+    files = sorted(_data_files_on_disk(tmp_path))
+    rows = pa.concat_tables(pq.read_table(f) for f in files)
+    keys, times = rows.column("conversation_id").to_pylist(), rows.column("ts").to_pylist()
+    order = list(zip(keys, times, strict=True))
+    assert order == sorted(order) and len(order) == 250
+    assert [pq.read_metadata(f).num_rows for f in files] == [125, 125]
+    table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
+    assert _referenced(table) == set(files)
+    await sink.close()
+
+
+@pytest.mark.skipif(cores() < 2, reason="one core: the pieces of a day are not written at once")
+async def test_pieces_of_a_day_never_take_each_other_for_leftovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Piece 1's file is in place before piece 0 finishes: piece 0 must not
+    # clean the day up as if that file were left by an earlier attempt.
+    second_done = threading.Event()
+    put = DataFileWriter.put
+
+    def ordered(self: DataFileWriter, key: str, location: str, chunks: Any) -> Any:
+        if "-00000.parquet" in location:
+            assert second_done.wait(20), "the second piece was not written beside the first"
+            return put(self, key, location, chunks)
+        out = put(self, key, location, chunks)
+        second_done.set()
+        return out
+
+    monkeypatch.setattr(DataFileWriter, "put", ordered)
+    sink = build_sink(sink_config(tmp_path, row_group_size=100))
+    parts = [partition(f"p{i}", rows_for(f"c{i}", 0, 50), seq=i) for i in range(5)]
+    result = await sink.export_batch(batch("b", parts), ExportOptions())
+    assert len(result.exported) == 5
+    table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
+    assert _names(tmp_path) == ["00000.parquet", "10000.parquet"]
+    assert _data_files_on_disk(tmp_path) == _referenced(table)
+    assert table.scan().to_arrow().num_rows == 250
     await sink.close()

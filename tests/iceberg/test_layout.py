@@ -33,6 +33,7 @@ def _check_plan(table: pa.Table, key: str | None) -> None:
         shared = layout.day_batches(table, rows, schema, whole=table.combine_chunks)
         assert pa.Table.from_batches(list(shared), schema).equals(out)
         assert out.num_rows == rows.rows
+        _check_pieces(table, rows, out)
         seen += out.num_rows
         micros = out.column("ts").cast(pa.int64()).to_pylist()
         for m in micros:
@@ -47,6 +48,27 @@ def _check_plan(table: pa.Table, key: str | None) -> None:
         ]
         assert sort_keys == sorted(sort_keys)
     assert seen == table.num_rows
+
+
+def _check_pieces(table: pa.Table, rows: layout.DayRows, whole: pa.Table) -> None:
+    """Split in pieces, a day keeps its rows and their order; pieces are about equal."""
+    for n in (2, 3):
+        parts = layout.split_day(rows, n)
+        assert len(parts) == min(n, rows.rows)
+        assert [(p.day, p.piece, p.pieces) for p in parts] == [
+            (rows.day, i, len(parts) if len(parts) > 1 else 1) for i in range(len(parts))
+        ]
+        sizes = [p.rows for p in parts]
+        assert sum(sizes) == rows.rows and max(sizes) - min(sizes) <= 1
+        joined = [b for p in parts for b in layout.day_batches(table, p, whole.schema)]
+        assert pa.Table.from_batches(joined, whole.schema).equals(whole)
+
+
+def test_piece_file_indices_never_meet() -> None:
+    assert layout.piece_file_index(0, 0) == 0
+    assert layout.piece_file_index(1, 0) > layout.piece_file_index(0, 9_999)
+    with pytest.raises(ValueError, match="more than 10000 files"):
+        layout.piece_file_index(0, 10_000)
 
 
 @given(st.lists(st.tuples(times, keys), max_size=200), st.booleans(), st.booleans())
