@@ -81,8 +81,10 @@ class DataFileWriter:
         self.sink = sink
         config = getattr(encoder, "config", None)
         group = getattr(config, "row_group_size", None)
-        # Half a row group: each piece is still at least a quarter of one.
-        self.split_rows: int | None = max(1, group // 2) if isinstance(group, int) else None
+        self.split_rows: int | None = None
+        if isinstance(group, int) and not isinstance(group, bool) and group > 0:
+            # Half a row group: each piece is still at least a quarter of one.
+            self.split_rows = max(1, group // 2)
 
     def write_partitions(
         self,
@@ -105,17 +107,40 @@ class DataFileWriter:
         base = table.location().rstrip("/")
         written: list[WrittenFile] = []
         lock = threading.Lock()
-        # Per day: the files its pieces wrote, and how many pieces are done.
+        # Per day: its pieces (how many, which are taken), the files they wrote,
+        # and how many are done.
+        claimed: dict[int | None, tuple[int, set[int]]] = {}
         kept: dict[int | None, set[str]] = {}
         done: dict[int | None, int] = {}
 
+        def claim(rows: layout.DayRows) -> None:
+            with lock:
+                pieces, taken = claimed.setdefault(rows.day, (rows.pieces, set()))
+                if pieces != rows.pieces or rows.piece in taken:
+                    # Two writes of one day would pick the same file names.
+                    raise IcebergError(
+                        f"{what}: rows of day {layout.day_label(rows.day)} came from two "
+                        "groups of partitions: a partition's time range (min_time, "
+                        "max_time) does not cover its rows",
+                        retryable=False,
+                    )
+                taken.add(rows.piece)
+
+        def file_name(piece: int, index: int) -> str:
+            try:
+                return layout.data_file_name(stem, layout.piece_file_index(piece, index))
+            except ValueError as exc:
+                raise IcebergError(
+                    f"{what}: {exc}; raise target_file_size", retryable=False
+                ) from exc
+
         def write_day(data: pa.Table, rows: layout.DayRows, whole: Callable[[], pa.Table]) -> None:
+            claim(rows)
             directory = f"{base}/{layout.day_directory(dataset.time_column, rows.day)}"
             batches = layout.day_batches(data, rows, target, whole=whole)
             mine: set[str] = set()
             for index, chunks in enumerate(self._encoder.encode(target, batches)):
-                name = layout.data_file_name(stem, layout.piece_file_index(rows.piece, index))
-                location = f"{directory}/{name}"
+                location = f"{directory}/{file_name(rows.piece, index)}"
                 key = self._root.key(location, "write")
                 size, tail = self.put(key, location, chunks)
                 mine.add(key)

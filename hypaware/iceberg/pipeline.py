@@ -4,10 +4,11 @@ Partitions are grouped into day clusters: partitions whose UTC days
 (`PartitionRef.min_time` to `max_time`) overlap share a cluster, so no day
 has rows in two clusters. As soon as every partition of a cluster is read,
 its rows are planned (`layout.plan_days`) and each of its days handed to
-`write_day`, while the other threads go on reading: a thread that comes free
-encodes a ready day before it reads another partition. Each day is written
-exactly once, from the same rows in the same order as if the whole batch had
-been read first, so file names and contents do not depend on the timing.
+`write_day` (a big day as two pieces, see `run_pipeline`), while the other
+threads go on reading: a thread that comes free encodes a ready day before
+it reads another partition. Each day is written exactly once, from the same
+rows in the same order as if the whole batch had been read first, so file
+names and contents do not depend on the timing.
 
 Rows whose time is null belong to no day a partition's time range names;
 they are gathered from every cluster (in cluster order) and written last as
@@ -162,7 +163,7 @@ def run_pipeline(
                 with lock:
                     null_days[ci] = (data, rows)
                 continue
-            big = split_rows is not None and rows.rows > split_rows
+            big = split_rows is not None and rows.rows > split_rows and rows.day is not None
             for piece in layout.split_day(rows, _DAY_PIECES if big else 1):
                 tasks.append(Task(_WRITE, functools.partial(write, data, piece, whole)))
         return tasks

@@ -11,8 +11,9 @@ One `write_batch`:
 3. adds new dataset columns to the table (by name; incompatible changes are
    refused);
 4. reads the batch's partitions, sorts all rows by day, lookup key and time,
-   and writes one Parquet file per day (more past the target size) through
-   the blob store, at names fixed by sink, dataset and batch;
+   and writes one Parquet file per day (two for a day of more than half a
+   row group, more past the target size) through the blob store, at names
+   fixed by sink, dataset and batch;
 5. registers every file in one fast-append snapshot whose summary carries
    ``hypaware.batch-id``, retrying on commit conflicts with other writers.
 

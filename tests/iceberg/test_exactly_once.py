@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -17,7 +19,7 @@ from hypaware.core.workers import cores
 from hypaware.iceberg import table_format
 from hypaware.iceberg.datafiles import DataFileWriter
 
-from .helpers import DATASET, batch, build_sink, local_path, partition, rows_for, sink_config
+from .helpers import DATASET, DAY0, batch, build_sink, local_path, partition, rows_for, sink_config
 
 pytestmark = pytest.mark.iceberg
 
@@ -237,4 +239,28 @@ async def test_pieces_of_a_day_never_take_each_other_for_leftovers(
     assert _names(tmp_path) == ["00000.parquet", "10000.parquet"]
     assert _data_files_on_disk(tmp_path) == _referenced(table)
     assert table.scan().to_arrow().num_rows == 250
+    await sink.close()
+
+
+async def test_a_day_in_two_groups_of_partitions_is_refused_not_overwritten(
+    tmp_path: Path,
+) -> None:
+    # A partition whose declared time range misses its rows puts one day in two
+    # groups; writing it twice would reuse the same file names and lose rows.
+    sink = build_sink(sink_config(tmp_path))
+    honest = partition("p0", rows_for("c0", 0, 4), seq=0)
+    lying = partition("p1", rows_for("c1", 0, 4), seq=1)
+    far = DAY0 + timedelta(days=5)
+    parts = [
+        attrs.evolve(honest, min_time=DAY0, max_time=DAY0 + timedelta(hours=1)),
+        attrs.evolve(lying, min_time=far, max_time=far),
+    ]
+    result = await sink.export_batch(batch("b", parts), ExportOptions())
+    assert result.exported == ()
+    assert {r.partition_id for r in result.retry_partitions} == {"p0", "p1"}
+    reason = result.retry_partitions[0].reason
+    assert "came from two groups of partitions" in reason
+    assert "2026-03-01" in reason
+    assert not result.retry_partitions[0].retryable
+    assert _data_files_on_disk(tmp_path) == set()
     await sink.close()

@@ -256,3 +256,40 @@ def test_a_cast_that_fails_otherwise_is_set_aside_for_a_retry(
     assert isinstance(result, RetryPartition)
     assert result.retryable
     assert "malloc" in result.reason
+
+
+def _pieces_of(
+    parts: list[PartitionRef], split_rows: int
+) -> list[tuple[int | None, int, int, int]]:
+    handed: list[tuple[int | None, int, int, int]] = []
+    lock = threading.Lock()
+
+    def write_day(data: pa.Table, rows: layout.DayRows, whole: Callable[[], pa.Table]) -> None:
+        with lock:
+            handed.append((rows.day, rows.piece, rows.pieces, rows.rows))
+
+    run_pipeline(
+        parts,
+        SCHEMA,
+        "t",
+        time_column="ts",
+        lookup_key="key",
+        write_day=write_day,
+        split_rows=split_rows,
+    )
+    return sorted(handed, key=lambda h: (h[0] is None, h[0] or 0, h[1]))
+
+
+def test_only_a_day_of_more_than_split_rows_is_handed_over_in_two_pieces() -> None:
+    day0, day1 = START, START + dt.timedelta(days=1)
+    parts = [
+        part("a", [(i, "k", day0) for i in range(4)]),
+        part("b", [(10 + i, "k", day1) for i in range(5)]),
+    ]
+    d0, d1 = (layout.day_numbers(pa.array([t])).to_pylist()[0] for t in (day0, day1))
+    assert _pieces_of(parts, split_rows=4) == [(d0, 0, 1, 4), (d1, 0, 2, 2), (d1, 1, 2, 3)]
+
+
+def test_the_null_day_is_never_split() -> None:
+    parts = [part("a", [(i, "k", None) for i in range(6)], ranged=False)]
+    assert _pieces_of(parts, split_rows=2) == [(None, 0, 1, 6)]
