@@ -63,6 +63,16 @@ class WrittenFile:
     tail: bytes | None = attrs.field(default=None, repr=False)
 
 
+@attrs.define
+class _DayFiles:
+    """One day of a batch being written: its pieces, those started and finished, their files."""
+
+    pieces: int
+    started: set[int] = attrs.field(factory=set)
+    finished: int = 0
+    keys: set[str] = attrs.field(factory=set)
+
+
 class DataFileWriter:
     """Writes a batch's rows as Parquet data files under a table's location.
 
@@ -107,16 +117,12 @@ class DataFileWriter:
         base = table.location().rstrip("/")
         written: list[WrittenFile] = []
         lock = threading.Lock()
-        # Per day: its pieces (how many, which are taken), the files they wrote,
-        # and how many are done.
-        claimed: dict[int | None, tuple[int, set[int]]] = {}
-        kept: dict[int | None, set[str]] = {}
-        done: dict[int | None, int] = {}
+        days: dict[int | None, _DayFiles] = {}
 
         def claim(rows: layout.DayRows) -> None:
             with lock:
-                pieces, taken = claimed.setdefault(rows.day, (rows.pieces, set()))
-                if pieces != rows.pieces or rows.piece in taken:
+                day = days.setdefault(rows.day, _DayFiles(rows.pieces))
+                if day.pieces != rows.pieces or rows.piece in day.started:
                     # Two writes of one day would pick the same file names.
                     raise IcebergError(
                         f"{what}: rows of day {layout.day_label(rows.day)} came from two "
@@ -124,7 +130,7 @@ class DataFileWriter:
                         "max_time) does not cover its rows",
                         retryable=False,
                     )
-                taken.add(rows.piece)
+                day.started.add(rows.piece)
 
         def file_name(piece: int, index: int) -> str:
             try:
@@ -147,13 +153,14 @@ class DataFileWriter:
                 with lock:
                     written.append(WrittenFile(location, key, rows.day, size, tail))
             with lock:
-                kept.setdefault(rows.day, set()).update(mine)
-                done[rows.day] = done.get(rows.day, 0) + 1
-                last = done[rows.day] == rows.pieces
+                day = days[rows.day]
+                day.keys |= mine
+                day.finished += 1
+                last = day.finished == day.pieces
             # Only once every piece of the day is in: a piece still writing
             # would otherwise have its new file taken for a leftover.
             if last:
-                self.delete_leftovers(directory, stem, kept[rows.day])
+                self.delete_leftovers(directory, stem, day.keys)
 
         try:
             read = run_pipeline(

@@ -76,11 +76,9 @@ def split_day(rows: DayRows, pieces: int) -> list[DayRows]:
     cuts = [rows.rows * i // pieces for i in range(pieces + 1)]
     out = []
     for i, (lo, hi) in enumerate(itertools.pairwise(cuts)):
-        if rows.order is not None:
-            part = DayRows(rows.day, hi - lo, order=rows.order.slice(lo, hi - lo))
-        else:
-            part = DayRows(rows.day, hi - lo, spans=_span_slice(rows.spans, lo, hi))
-        out.append(attrs.evolve(part, piece=i, pieces=pieces))
+        order = rows.order.slice(lo, hi - lo) if rows.order is not None else None
+        spans = _span_slice(rows.spans, lo, hi) if order is None else ()
+        out.append(DayRows(rows.day, hi - lo, spans, order, piece=i, pieces=pieces))
     return out
 
 

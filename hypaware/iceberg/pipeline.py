@@ -63,14 +63,10 @@ def read_partition(part: PartitionRef, target: pa.Schema, what: str) -> pa.Table
     try:
         # Whole, in one call where the cache can: a partition is held whole here
         # anyway, and batch-by-batch reading holds the interpreter lock for longer.
-        table = part.read_all()
-    except Exception as exc:
-        return RetryPartition(part.id, f"{where}: cannot read: {_brief(exc)}")
-    try:
-        return conform_table(table, target, what=where)
+        return conform_table(part.read_all(), target, what=where)
     except IncompatibleSchemaError as exc:
         return RetryPartition(part.id, str(exc), retryable=False)
-    except Exception as exc:  # out of memory in a cast, say: worth another try
+    except Exception as exc:  # unreadable, or out of memory in a cast: worth another try
         return RetryPartition(part.id, f"{where}: cannot read: {_brief(exc)}")
 
 
