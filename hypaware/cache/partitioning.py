@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from hypaware.core.errors import CacheError
 from hypaware.core.types import DatasetInfo
+from hypaware.core.workers import cores, map_bounded
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -121,8 +122,59 @@ def conform(info: DatasetInfo, table: pa.Table) -> pa.Table:
     return out
 
 
-def split_by_key(info: DatasetInfo, table: pa.Table) -> Iterator[tuple[dict[str, Any], pa.Table]]:
-    """Group rows by partition key, keeping each group's rows in arrival order."""
+# Rows are grouped a run of about this many at a time: a sort and take within one
+# contiguous run stays in the CPU's cache, where one over a whole many-chunk table
+# gathers from every chunk at once (1M rows took 1.4-2.2 s whole, 0.4 s in runs).
+_SPLIT_ROWS = 65536
+
+
+def split_by_key(
+    info: DatasetInfo, table: pa.Table, *, run_rows: int = _SPLIT_ROWS
+) -> Iterator[tuple[dict[str, Any], pa.Table]]:
+    """Group rows by partition key, keeping each group's rows in arrival order.
+
+    Runs of about `run_rows` rows are grouped on every core; a key's rows
+    from several runs come back as one table of several chunks, in order.
+    """
+    import pyarrow as pa
+
+    if not info.partition_by and info.time_grain is None:
+        yield {"partition_by": {}, "bucket": None}, table
+        return
+    grouped = map_bounded(
+        lambda run: list(_split_run(info, run)), _runs(table, run_rows), workers=cores()
+    )
+    by_key: dict[str, tuple[dict[str, Any], list[pa.Table]]] = {}
+    for groups in grouped:
+        for key, group in groups:
+            # The same identity the chunk files are named by (`key_dir`).
+            by_key.setdefault(json.dumps(key, sort_keys=True), (key, []))[1].append(group)
+    for key, parts in by_key.values():
+        yield key, parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+def _runs(table: pa.Table, rows: int) -> list[pa.Table]:
+    """`table` cut into contiguous runs of about `rows` rows (small chunks joined)."""
+    import pyarrow as pa
+
+    runs: list[pa.Table] = []
+    pending: list[pa.RecordBatch] = []
+    count = 0
+    for batch in table.to_batches():
+        for start in range(0, batch.num_rows, rows):
+            piece = batch.slice(start, rows)
+            pending.append(piece)
+            count += piece.num_rows
+            if count >= rows:
+                runs.append(pa.Table.from_batches(pending).combine_chunks())
+                pending, count = [], 0
+    if pending:
+        runs.append(pa.Table.from_batches(pending).combine_chunks())
+    return runs
+
+
+def _split_run(info: DatasetInfo, table: pa.Table) -> Iterator[tuple[dict[str, Any], pa.Table]]:
+    """`split_by_key` of one contiguous run."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -139,9 +191,6 @@ def split_by_key(info: DatasetInfo, table: pa.Table) -> Iterator[tuple[dict[str,
         # Grouped by the bucket's start time; only one row per group is formatted
         # as the bucket's name (formatting every row cost more than the grouping).
         columns["bucket"] = pc.floor_temporal(ts, unit=info.time_grain)
-    if not columns:
-        yield {"partition_by": {}, "bucket": None}, table
-        return
     keys = pa.table(columns)
     # A stable sort: rows of one group keep their arrival order.
     order = pc.sort_indices(keys, sort_keys=[(name, "ascending") for name in columns])

@@ -66,17 +66,10 @@ class CacheWrites(CacheReads):
         directory = self.path / dataset
         with self._lock(dataset):
             try:
-                written: list[tuple[Path, Path]] = []
-                for key, part in split_by_key(info, table):
-                    name = (
-                        f"{key_dir(key)}.{time.time_ns():020d}-{os.getpid()}-"
-                        f"{next(_chunk_counter):06d}.arrow"
-                    )
-                    final = directory / "open" / name
-                    tmp = final.with_name(f".tmp-{name}-{os.getpid()}")
-                    with open(tmp, "wb") as f:
-                        _write_ipc(f, part, key)
-                    written.append((tmp, final))
+                written = [
+                    _write_chunk(directory / "open", key, rows)
+                    for key, rows in split_by_key(info, table)
+                ]
                 # All the chunks of this append made durable together, then renamed into
                 # place, then one directory fsync: an append of many keys costs about one
                 # journal commit, not one per key. A crash leaves only temp files (removed
@@ -271,6 +264,16 @@ class CacheWrites(CacheReads):
         for info in self.datasets():
             with self._lock(info.name):
                 self._recover(info.name)
+
+
+def _write_chunk(directory: Path, key: Mapping[str, Any], rows: pa.Table) -> tuple[Path, Path]:
+    """Write one key's appended rows into a temp file: (temp path, final path)."""
+    name = f"{key_dir(key)}.{time.time_ns():020d}-{os.getpid()}-{next(_chunk_counter):06d}.arrow"
+    final = directory / name
+    tmp = final.with_name(f".tmp-{name}-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        _write_ipc(f, rows, key)
+    return tmp, final
 
 
 def _write_ipc(f: Any, table: pa.Table, key: Mapping[str, Any]) -> None:

@@ -59,17 +59,29 @@ row = st.fixed_dictionaries(
     st.lists(row, min_size=1, max_size=60),
     st.sampled_from([(), ("gateway",), ("gateway", "tokens"), ("tokens",)]),
     st.sampled_from([None, "minute", "hour", "day"]),
+    st.lists(st.integers(1, 7), max_size=8),
+    st.integers(1, 100),
 )
 def test_groups_match_a_plain_grouping(
-    rows: list[dict], partition_by: tuple[str, ...], grain: str | None
+    rows: list[dict],
+    partition_by: tuple[str, ...],
+    grain: str | None,
+    cuts: list[int],
+    run_rows: int,
 ) -> None:
     rows = [{"row_id": i, **r} for i, r in enumerate(rows)]
     info = DatasetInfo(
         name="events", schema=SCHEMA, time_column="ts", partition_by=partition_by, time_grain=grain
     )
-    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    # Arbitrary chunks, grouped in runs of any size: a key's rows from several
+    # runs still come back as one group, in arrival order.
+    batches, start = [], 0
+    for size in [*cuts, len(rows)]:
+        batches.append(pa.RecordBatch.from_pylist(rows[start : start + size], schema=SCHEMA))
+        start += size
+    table = pa.Table.from_batches(batches, schema=SCHEMA)
     got: dict[str, list[int]] = {}
-    for key, group in split_by_key(info, table):
+    for key, group in split_by_key(info, table, run_rows=run_rows):
         name = repr(key)
         assert name not in got, f"key {name} split into two groups"
         got[name] = group.column("row_id").to_pylist()
