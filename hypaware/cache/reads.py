@@ -4,8 +4,10 @@ A segment's metadata (`SEGMENT_META`, in an Arrow segment's schema or a
 Parquet segment's footer) says its seq, row count and time range, so listing
 partitions reads metadata only; new segments are described from their
 seal's index (`hypaware.cache.index`) when there is one, without opening
-them. Rows are read when a partition is opened. Arrow segments are
-memory-mapped: uncompressed ones are read without a copy.
+them. Rows are read when a partition is opened. An Arrow segment opened
+as a stream (`PartitionRef.open`) is read batch by batch, so memory holds
+one batch however big the segment; read whole (`PartitionRef.read_all`) it
+is memory-mapped, and an uncompressed one is read without a copy.
 """
 
 from __future__ import annotations
@@ -269,10 +271,25 @@ def _map(path: Path) -> pa.MemoryMappedFile:
     return source
 
 
+def _file(path: Path) -> pa.OSFile:
+    import pyarrow as pa
+
+    try:
+        return pa.OSFile(str(path))
+    except FileNotFoundError as exc:
+        raise CacheError(f"cache segment {path} is gone (dropped by retention?)") from exc
+    except (pa.ArrowException, OSError) as exc:
+        raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
+
+
 def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
     import pyarrow as pa
 
-    source = _map(path)
+    # Read, not memory-mapped: a mapping keeps every page it has touched in the
+    # process's resident set until it is closed, so streaming a large segment
+    # looked like memory growing with the partition (1 GiB for 5M rows). Read,
+    # each batch's bytes are freed with it: memory stays one batch deep.
+    source = _file(path)
     try:
         # A segment is small: decompressing its buffers on Arrow's pool costs more in
         # hand-offs than it saves, and callers already read several segments at once.
@@ -284,7 +301,6 @@ def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
         raise
 
     def batches() -> Iterator[pa.RecordBatch]:
-        # Batches keep the mapping alive after `close`; it goes with the last of them.
         try:
             for i in range(reader.num_record_batches):
                 try:

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import hypaware.cache.writes as writes
-from hypaware import load_config
+from hypaware import DatasetInfo, load_config
 from hypaware.cache.local import LocalCache
 from hypaware.core.errors import CacheError, ConfigError
 from tests.driver.helpers import SCHEMA, make_cache, rows
@@ -236,3 +236,47 @@ def test_chunks_with_different_dictionaries_seal_into_one_segment(
     (part,) = cache.seal()
     back = part.open().read_all()
     assert back.column("k").to_pylist() == ["a"] * 3 + ["b"] * 3 + ["c"] * 3
+
+
+def _resident_file_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("RssFile:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc")
+def test_streaming_a_segment_does_not_keep_its_pages_resident(tmp_path: Path) -> None:
+    # A mapped segment keeps every page read in the process's resident set until
+    # the reader closes: exporting a big partition looked like memory growing
+    # with it. Read through, batch by batch, the file must not pile up there.
+    schema = pa.schema([("ts", pa.timestamp("us", "UTC")), ("blob", pa.binary())])
+    cache = LocalCache(tmp_path, fsync=False)  # LZ4: reading touches every byte of the file
+    cache.define_dataset(DatasetInfo(name="big", schema=schema, time_column="ts"))
+    width, count = 256, 65536
+    for _ in range(3):  # three batches of a segment; random bytes do not compress
+        blob = pa.py_buffer(os.urandom(width * count))
+        offsets = pa.array(range(0, width * (count + 1), width), pa.int32()).buffers()[1]
+        rows = pa.table(
+            {
+                "ts": pa.array(range(count), pa.int64()).cast(schema.field("ts").type),
+                "blob": pa.Array.from_buffers(pa.binary(), count, [None, offsets, blob]),
+            }
+        )
+        cache.append("big", rows)
+    (part,) = cache.seal()
+    assert part.byte_size > 40 * 2**20
+    warm = part.open()
+    next(iter(warm))  # imports and first-use mappings belong to "before"
+    warm.close()
+    before = _resident_file_bytes()
+    reader = part.open()
+    seen = 0
+    for batch in reader:
+        seen += batch.num_rows
+        del batch
+        growth = _resident_file_bytes() - before
+        assert growth < part.byte_size / 4, f"{growth} bytes of the segment stay resident"
+    reader.close()
+    assert seen == part.row_count
