@@ -271,45 +271,52 @@ def _map(path: Path) -> pa.MemoryMappedFile:
     return source
 
 
-def _file(path: Path) -> pa.OSFile:
+def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
+    import mmap
+
     import pyarrow as pa
 
+    # A segment is small: decompressing its buffers on Arrow's pool costs more in
+    # hand-offs than it saves, and callers already read several segments at once.
+    options = pa.ipc.IpcReadOptions(use_threads=False)
     try:
-        return pa.OSFile(str(path))
+        # Held open to the end, so a segment dropped meanwhile is still read whole;
+        # Arrow's file object, which a reader dropped unread closes quietly.
+        file = pa.OSFile(str(path))
     except FileNotFoundError as exc:
         raise CacheError(f"cache segment {path} is gone (dropped by retention?)") from exc
     except (pa.ArrowException, OSError) as exc:
         raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
 
+    def reader() -> pa.ipc.RecordBatchFileReader:
+        # A new mapping for every batch: a mapping keeps each page it has touched
+        # in the resident set until it is unmapped, so one mapping for the whole
+        # stream grew memory with the segment (1.2 GiB exporting a 5M-row
+        # partition). Now a batch's pages go when its mapping does: at once for
+        # a compressed batch, with the batch's rows for an uncompressed one
+        # (read without a copy). Read with read() instead, every batch's body
+        # would be one more allocation to free, and the peak was higher.
+        view = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        return pa.ipc.open_file(pa.BufferReader(pa.py_buffer(view)), options=options)
 
-def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
-    import pyarrow as pa
-
-    # Read, not memory-mapped: a mapping keeps every page it has touched in the
-    # process's resident set until it is closed, so streaming a large segment
-    # looked like memory growing with the partition (1 GiB for 5M rows). Read,
-    # each batch's bytes are freed with it: memory stays one batch deep.
-    source = _file(path)
     try:
-        # A segment is small: decompressing its buffers on Arrow's pool costs more in
-        # hand-offs than it saves, and callers already read several segments at once.
-        reader = pa.ipc.open_file(source, options=pa.ipc.IpcReadOptions(use_threads=False))
+        count = reader().num_record_batches
     except BaseException as exc:
-        source.close()
-        if isinstance(exc, pa.ArrowException | OSError):
+        file.close()
+        if isinstance(exc, pa.ArrowException | OSError | ValueError):
             raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
         raise
 
     def batches() -> Iterator[pa.RecordBatch]:
         try:
-            for i in range(reader.num_record_batches):
+            for i in range(count):
                 try:
-                    batch = reader.get_batch(i)
-                except (pa.ArrowException, OSError) as exc:
+                    batch = reader().get_batch(i)
+                except (pa.ArrowException, OSError, ValueError) as exc:
                     raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
         finally:
-            source.close()
+            file.close()
 
     return pa.RecordBatchReader.from_batches(schema, batches())
 

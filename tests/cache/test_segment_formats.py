@@ -280,3 +280,19 @@ def test_streaming_a_segment_does_not_keep_its_pages_resident(tmp_path: Path) ->
         assert growth < part.byte_size / 4, f"{growth} bytes of the segment stay resident"
     reader.close()
     assert seen == part.row_count
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs Linux /proc")
+def test_a_reader_dropped_unread_or_half_read_leaves_no_file_open(tmp_path: Path) -> None:
+    cache = make_cache(tmp_path, count=0)
+    cache.append("events", rows(0, 20, convs=1, step=1.0))
+    (part,) = cache.seal()
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        part.open()  # never read
+        reader = part.open()
+        next(iter(reader))  # read in part, never closed
+        del reader
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == before
