@@ -3,16 +3,31 @@
 A child process (so nothing else skews its numbers) exports one single-day
 partition of `--rows` rows (with ``--days N``: N single-day partitions of
 ``rows / N`` rows each, which the sink encodes side by side, one encoder per
-core), generated as a stream by `benchmarks.datagen`
-(each batch owns its bytes in Arrow memory, as one read from a cache does),
-through a BlobSink (local-fs + Parquet). A thread samples its resident set
-every few milliseconds: the figure before the export (interpreter, pyarrow,
-the sink, the generator's text pool) and the peak during it. The growth is
+core) through a BlobSink (local-fs + Parquet). Where the partitions come
+from is `--source`:
+
+- ``cache`` (the default): sealed segments of a real
+  `hypaware.cache.local.LocalCache` on local disk, one per day, opened by
+  the sink through `PartitionRef.open` as the export driver does. Another
+  process appends the rows (from `benchmarks.datagen`, a batch at a time)
+  and seals them before the child starts, so none of that work is in the
+  child's figures. This is the path users run, and the one where reads
+  from memory-mapped segments showed up as memory growing with the
+  partition, which a generated stream cannot show. It needs the
+  partitions' room on disk (in the temporary directory), which is removed
+  afterwards.
+- ``stream``: generated on the fly by `benchmarks.datagen` (each batch
+  owns its bytes in Arrow memory, as one read from a cache does): the
+  sink and encoder alone, with no reads from disk.
+
+A thread samples the child's resident set every few milliseconds: the
+figure before the export (interpreter, pyarrow, the sink, the generator's
+text pool, the opened cache) and the peak during it. The growth is
 compared with the Arrow size of one row group per encoder, and with the
 growth for a partition a fifth of the size. Target: growth under 2x one row
 group per encoder, and no growth with the partition's size.
 
-    python -m benchmarks.export_memory [--rows 5000000] [--days 1]
+    python -m benchmarks.export_memory [--rows 5000000] [--days 1] [--source cache|stream]
 """
 
 from __future__ import annotations
@@ -30,6 +45,8 @@ import threading
 from pathlib import Path
 
 TARGET = 2.0
+SOURCES = ("cache", "stream")
+DATASET = "events"
 
 
 def _rss_bytes() -> int:
@@ -64,7 +81,35 @@ class _Sampler:
         self.peak = max(self.peak, _rss_bytes())
 
 
-def child(rows: int, row_group_size: int, days: int = 1) -> dict[str, float]:
+def prepare(cache_dir: str, rows: int, days: int = 1) -> None:
+    """Fill a LocalCache at `cache_dir` with `days` sealed one-day partitions of ``rows / days`` rows.
+
+    Run in a process of its own, before the child: appending and sealing
+    leave their memory behind, which must not count as the child's "before".
+    """
+    from datetime import timedelta
+
+    from hypaware import DatasetInfo
+    from hypaware.cache.local import LocalCache
+
+    from . import datagen
+
+    cache = LocalCache(cache_dir, fsync=False)
+    cache.define_dataset(
+        DatasetInfo(name=DATASET, schema=datagen.SCHEMA, time_column="ts", time_grain="day")
+    )
+    for day in range(days):
+        start = datagen.START + timedelta(days=day)
+        # One append per batch, so the whole day never sits in memory.
+        for batch in datagen.batches(rows // days, days=1, start=start, seed=day):
+            cache.append(DATASET, batch)
+    cache.seal()
+
+
+def child(
+    rows: int, row_group_size: int, days: int = 1, cache_dir: str | None = None
+) -> dict[str, float]:
+    """Export the partitions and measure; from the cache at `cache_dir`, else a generated stream."""
     from datetime import timedelta
 
     import numpy as np
@@ -88,6 +133,7 @@ def child(rows: int, row_group_size: int, days: int = 1) -> dict[str, float]:
 
     with tempfile.TemporaryDirectory(prefix="hypaware-mem-") as work:
         from hypaware import DatasetInfo
+        from hypaware.cache.local import LocalCache
 
         def day_part(day: int) -> PartitionRef:
             start = datagen.START + timedelta(days=day)
@@ -102,7 +148,7 @@ def child(rows: int, row_group_size: int, days: int = 1) -> dict[str, float]:
             # With its day known up front (as the cache tells it), so days run side by side.
             return PartitionRef(
                 id=f"day-{day}",
-                dataset="events",
+                dataset=DATASET,
                 seq=day,
                 row_count=count,
                 min_time=start,
@@ -110,8 +156,15 @@ def child(rows: int, row_group_size: int, days: int = 1) -> dict[str, float]:
                 opener=opener,
             )
 
-        dataset = DatasetInfo(name="events", schema=datagen.SCHEMA, time_column="ts")
-        parts = [day_part(d) for d in range(days)]
+        if cache_dir is None:
+            dataset = DatasetInfo(name=DATASET, schema=datagen.SCHEMA, time_column="ts")
+            parts = [day_part(d) for d in range(days)]
+        else:
+            # The sealed segments, listed (and their metadata read) before "before".
+            cache = LocalCache(cache_dir)
+            dataset = cache.dataset(DATASET)
+            parts = list(cache.ready_partitions(DATASET))
+            assert len(parts) == days, f"{len(parts)} sealed partitions, expected {days}"
         batch = ExportBatch(batch_id="mem", sink="bench", dataset=dataset, partitions=parts)
 
         async def export() -> tuple[float, float, dict[str, int]]:
@@ -124,7 +177,7 @@ def child(rows: int, row_group_size: int, days: int = 1) -> dict[str, float]:
             # runtime start once per process and belong to "before".
             warm = PartitionRef(
                 id="warm-up",
-                dataset="events",
+                dataset=DATASET,
                 seq=1,
                 row_count=1_000,
                 opener=lambda: pa.RecordBatchReader.from_batches(
@@ -159,24 +212,23 @@ def child(rows: int, row_group_size: int, days: int = 1) -> dict[str, float]:
     }
 
 
-def measure(rows: int, row_group_size: int, days: int = 1) -> dict[str, float]:
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.export_memory",
-            "--child",
-            "--rows",
-            str(rows),
-            "--row-group-size",
-            str(row_group_size),
-            "--days",
-            str(days),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+def measure(
+    rows: int, row_group_size: int, days: int = 1, source: str = "cache"
+) -> dict[str, float]:
+    """One child's figures; for the cache source, a cache filled by another process first."""
+    module = [sys.executable, "-m", "benchmarks.export_memory"]
+    command = [*module, "--rows", str(rows), "--days", str(days)]
+    child_args = ["--child", "--source", source, "--row-group-size", str(row_group_size)]
+    if source == "stream":
+        return _run_child([*command, *child_args])
+    with tempfile.TemporaryDirectory(prefix="hypaware-mem-cache-") as work:
+        cache_dir = str(Path(work) / "cache")
+        subprocess.run([*command, "--prepare", cache_dir], check=True)
+        return _run_child([*command, *child_args, "--cache-dir", cache_dir])
+
+
+def _run_child(command: list[str]) -> dict[str, float]:
+    proc = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
@@ -185,19 +237,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--row-group-size", type=int, default=128 * 1024)
     parser.add_argument("--days", type=int, default=1, help="split the rows over this many days")
+    parser.add_argument(
+        "--source",
+        choices=SOURCES,
+        default="cache",
+        help="export sealed partitions of a LocalCache (default) or a generated stream",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--prepare", metavar="DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--cache-dir", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.prepare:
+        prepare(args.prepare, args.rows, args.days)
+        return 0
     if args.child:
-        print(json.dumps(child(args.rows, args.row_group_size, args.days)))
+        if args.source == "cache" and not args.cache_dir:
+            parser.error("--child --source cache needs --cache-dir")
+        cache_dir = args.cache_dir if args.source == "cache" else None
+        print(json.dumps(child(args.rows, args.row_group_size, args.days, cache_dir)))
         return 0
 
     mib = 2**20
     results = [
-        measure(max(args.rows // 5, args.days), args.row_group_size, args.days),
-        measure(args.rows, args.row_group_size, args.days),
+        measure(max(args.rows // 5, args.days), args.row_group_size, args.days, args.source),
+        measure(args.rows, args.row_group_size, args.days, args.source),
     ]
     what = "one partition" if args.days == 1 else f"{args.days} one-day partitions"
-    print(f"peak memory exporting {what} (row groups of {args.row_group_size:,} rows)")
+    where = "from a LocalCache" if args.source == "cache" else "generated as a stream"
+    print(f"peak memory exporting {what} {where} (row groups of {args.row_group_size:,} rows)")
     ok = True
     for r in results:
         growth = r["peak"] - r["before"]

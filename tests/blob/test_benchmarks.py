@@ -66,6 +66,14 @@ def test_export_s3_runs() -> None:
 def test_export_memory_runs() -> None:
     out = run("export_memory", "--rows", "20000", "--row-group-size", "4096")
     assert "one row group" in out and "20,000 rows" in out
+    assert "from a LocalCache" in out
+
+
+@pytest.mark.slow
+def test_export_memory_runs_from_a_generated_stream() -> None:
+    out = run("export_memory", "--rows", "20000", "--row-group-size", "4096", "--source", "stream")
+    assert "one row group" in out and "20,000 rows" in out
+    assert "generated as a stream" in out and "LocalCache" not in out
 
 
 @pytest.mark.slow
