@@ -81,6 +81,12 @@ class ParquetEncoder:
                 # Not kept while the next group is gathered: two row groups
                 # alive at once would double the peak.
                 del group
+                # Freed is not yet returned: Arrow's allocator (mimalloc) keeps a
+                # freed row group's pages in the process for a while, so the next
+                # group came on top of it. Handed back now, resident memory stays
+                # about one row group per encoder (export_memory, 2 encoders:
+                # 2.16-2.25x one group before, 1.89-2.04x after; ~2 ms a call).
+                pa.default_memory_pool().release_unused()
                 if sink.size >= cfg.target_file_size:
                     groups.close()  # the rest goes back to the source for the next file
                     break
