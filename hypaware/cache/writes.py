@@ -27,7 +27,7 @@ from hypaware.cache.layout import (
     log,
 )
 from hypaware.cache.partitioning import bucket_closed, conform, key_dir, split_by_key, to_table
-from hypaware.cache.reads import CacheReads, Segment
+from hypaware.cache.reads import CacheReads, Segment, open_ipc
 from hypaware.core.errors import CacheError
 from hypaware.core.types import DatasetInfo, PartitionRef
 from hypaware.core.workers import cores, map_bounded
@@ -295,9 +295,8 @@ def _read_chunks(info: DatasetInfo, chunks: list[Path]) -> tuple[list[pa.Table],
     key: Any = {}
     for chunk in sorted(chunks):
         try:
-            with pa.memory_map(str(chunk)) as source:
-                table = pa.ipc.open_file(source).read_all()
-        except pa.ArrowException as exc:
+            table = open_ipc(chunk).read_all()
+        except (pa.ArrowException, ValueError) as exc:
             raise CacheError(
                 f"cannot seal dataset {info.name!r}: chunk {chunk} is unreadable ({exc}); "
                 "move it aside to seal the rest"
@@ -388,10 +387,7 @@ def _key_of(schema: pa.Schema) -> Any:
 
 
 def _chunk_key(path: Path) -> Any:
-    import pyarrow as pa
-
-    with pa.memory_map(str(path)) as source:
-        return _key_of(pa.ipc.open_file(source).schema) or {}
+    return _key_of(open_ipc(path).schema) or {}
 
 
 def _walk_temps(directory: Path) -> Iterator[Path]:
