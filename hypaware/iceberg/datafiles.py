@@ -53,7 +53,9 @@ class WrittenFile:
 
     `tail` is the file's last bytes as they were written (None if unknown):
     when they hold the whole Parquet footer, its statistics are read from
-    them instead of fetching the footer back from the store.
+    them instead of fetching the footer back from the store. `data_file` is
+    the file as a commit registers it (`DataFileWriter.data_file`), made
+    right after the write when `write_partitions` wrote it.
     """
 
     location: str
@@ -61,6 +63,7 @@ class WrittenFile:
     day: int | None
     size: int
     tail: bytes | None = attrs.field(default=None, repr=False)
+    data_file: DataFile | None = attrs.field(default=None, repr=False, eq=False)
 
 
 @attrs.define
@@ -150,8 +153,14 @@ class DataFileWriter:
                 key = self._root.key(location, "write")
                 size, tail = self.put(key, location, chunks)
                 mine.add(key)
-                with lock:
-                    written.append(WrittenFile(location, key, rows.day, size, tail))
+                done = WrittenFile(location, key, rows.day, size, tail)
+                try:
+                    # Described here, while other days still encode, not one
+                    # after another once the last file is in.
+                    done = attrs.evolve(done, data_file=self.data_file(table, done, what))
+                finally:
+                    with lock:
+                        written.append(done)
             with lock:
                 day = days[rows.day]
                 day.keys |= mine

@@ -312,7 +312,7 @@ class IcebergTableFormat:
             if read.rows == 0:
                 # Nothing to write: the readable partitions are done (they were empty).
                 return ExportResult(exported=read.ok, retry_partitions=read.failed)
-            data_files = [files.data_file(table, w, what) for w in written]
+            data_files = [w.data_file or files.data_file(table, w, what) for w in written]
             props = batch_summary(batch, digest, read, written, self.sink)
             committing = True
             outcome = retrying(

@@ -17,6 +17,7 @@ from pyiceberg.exceptions import CommitFailedException
 from hypaware.core.types import ExportOptions
 from hypaware.core.workers import cores
 from hypaware.iceberg import table_format
+from hypaware.iceberg.catalog import IcebergError
 from hypaware.iceberg.datafiles import DataFileWriter
 
 from .helpers import DATASET, DAY0, batch, build_sink, local_path, partition, rows_for, sink_config
@@ -182,6 +183,31 @@ async def test_a_failed_file_write_removes_the_files_of_other_days(
 
     assert result.exported == ()
     assert "the disk said no" in result.retry_partitions[0].reason
+    assert _data_files_on_disk(tmp_path) == set()
+    table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
+    assert table.metadata.snapshots == []
+    await sink.close()
+
+
+async def test_a_file_that_cannot_be_described_removes_every_file_of_the_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Files are described (their statistics read) as soon as each is written,
+    # while other days still encode: a failure there must not leave that file.
+    sink = build_sink(sink_config(tmp_path))
+    real = DataFileWriter.data_file
+
+    def picky(self: DataFileWriter, table: Any, written: Any, what: str) -> Any:
+        if "ts_day=2026-03-02" in written.location:
+            raise IcebergError(f"{what}: {written.location} has no field ids", retryable=False)
+        return real(self, table, written, what)
+
+    monkeypatch.setattr(DataFileWriter, "data_file", picky)
+    result = await sink.export_batch(batch("b", _parts()), ExportOptions())
+
+    assert result.exported == ()
+    assert "has no field ids" in result.retry_partitions[0].reason
+    assert not result.retry_partitions[0].retryable
     assert _data_files_on_disk(tmp_path) == set()
     table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
     assert table.metadata.snapshots == []
