@@ -165,6 +165,17 @@ async def test_empty_partitions_are_acked_without_a_snapshot(tmp_path: Path) -> 
     await sink.close()
 
 
+async def _failed_without_a_trace(sink: Any, root: Path) -> Any:
+    """Export the six-day batch, which must fail with no data file or snapshot left."""
+    result = await sink.export_batch(batch("b", _parts()), ExportOptions())
+    assert result.exported == ()
+    assert _data_files_on_disk(root) == set()
+    table = sink.table.load_table(DATASET)
+    assert table.metadata.snapshots == []
+    await sink.close()
+    return result
+
+
 async def test_a_failed_file_write_removes_the_files_of_other_days(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -179,14 +190,8 @@ async def test_a_failed_file_write_removes_the_files_of_other_days(
         return real_put(self, key, location, chunks)
 
     monkeypatch.setattr(DataFileWriter, "put", flaky)
-    result = await sink.export_batch(batch("b", _parts()), ExportOptions())
-
-    assert result.exported == ()
+    result = await _failed_without_a_trace(sink, tmp_path)
     assert "the disk said no" in result.retry_partitions[0].reason
-    assert _data_files_on_disk(tmp_path) == set()
-    table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
-    assert table.metadata.snapshots == []
-    await sink.close()
 
 
 async def test_a_file_that_cannot_be_described_removes_every_file_of_the_batch(
@@ -203,15 +208,9 @@ async def test_a_file_that_cannot_be_described_removes_every_file_of_the_batch(
         return real(self, table, written, what)
 
     monkeypatch.setattr(DataFileWriter, "data_file", picky)
-    result = await sink.export_batch(batch("b", _parts()), ExportOptions())
-
-    assert result.exported == ()
+    result = await _failed_without_a_trace(sink, tmp_path)
     assert "has no field ids" in result.retry_partitions[0].reason
     assert not result.retry_partitions[0].retryable
-    assert _data_files_on_disk(tmp_path) == set()
-    table = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
-    assert table.metadata.snapshots == []
-    await sink.close()
 
 
 def _names(root: Path) -> list[str]:
