@@ -242,7 +242,6 @@ def _describe(path: Path, doc: dict[str, Any], rows: int | None, size: int) -> S
 
 def _read_meta(path: Path) -> tuple[int | None, bytes | None]:
     """A segment's row count (None: take the metadata's) and its `SEGMENT_META` bytes."""
-
     if path.suffix == ".arrow":
         schema = open_ipc(path).schema
         return None, (schema.metadata or {}).get(SEGMENT_META.encode())

@@ -86,16 +86,22 @@ def _described(field: pa.Field) -> str:
 
 
 def row_groups(
-    source: BatchSource, *, max_rows: int, max_bytes: int
+    source: BatchSource,
+    *,
+    max_rows: int,
+    max_bytes: int,
+    between: Callable[[], None] | None = None,
 ) -> Generator[list[pa.RecordBatch], None, None]:
     """The source's rows cut into row groups of `max_rows` rows, cut early at `max_bytes`.
 
     A consumer that stops after a group (its file is full) closes this
     generator; the rest of the batch being cut goes back to `source`, so
-    the next file starts exactly where this one ended.
+    the next file starts exactly where this one ended. `between` is called
+    when a group follows another, once its first rows are in hand.
     """
     group: list[pa.RecordBatch] = []
     rows = nbytes = 0
+    yielded = False
     while (batch := source.next()) is not None:
         rest: pa.RecordBatch | None = batch
         del batch
@@ -107,6 +113,8 @@ def row_groups(
                 # No empty tail slice is kept: it would pin the whole batch's
                 # buffers while the next batch is read.
                 part, rest = rest, None
+            if between is not None and yielded and not group:
+                between()
             group.append(part)
             rows += part.num_rows
             nbytes += part.nbytes
@@ -114,6 +122,7 @@ def row_groups(
             if rows < max_rows and nbytes < max_bytes:
                 continue
             try:
+                yielded = True
                 yield group
             except GeneratorExit:
                 if rest is not None:

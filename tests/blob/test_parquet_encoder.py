@@ -11,8 +11,11 @@ from importlib.metadata import entry_points
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hypaware import ConfigError, EncodeError, resolve
+from hypaware.encoding._stream import BatchSource, row_groups
 from hypaware.encoding.parquet import _BUFFER_BYTES, ParquetConfig, ParquetEncoder
 from hypaware.plugins import format_parquet
 
@@ -63,6 +66,21 @@ def test_row_groups_are_gathered_across_small_batches_and_split_in_big_ones() ->
     meta = pq.ParquetFile(io.BytesIO(files[0])).metadata
     sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
     assert sizes == [100, 100, 100, 100, 100, 50]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 40), max_size=8), st.integers(1, 50))
+def test_between_runs_only_when_a_group_follows_another(sizes: list[int], max_rows: int) -> None:
+    # The encoder hands freed memory back there: a file of one group must not pay for it.
+    source = BatchSource(RICH_SCHEMA, [rich_rows(0, n) for n in sizes])
+    events: list[str] = []
+    for group in row_groups(
+        source, max_rows=max_rows, max_bytes=2**40, between=lambda: events.append("between")
+    ):
+        events.append(f"group {sum(b.num_rows for b in group)}")
+    groups = [e for e in events if e.startswith("group")]
+    assert events == [x for g in groups for x in ("between", g)][1:]
+    assert sum(int(g.split()[1]) for g in groups) == sum(sizes)
 
 
 def test_files_roll_over_at_the_target_size_and_lose_no_row() -> None:
