@@ -307,7 +307,10 @@ def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
         return map_ipc(file.fileno())
 
     try:
-        count = reader().num_record_batches
+        # The reader that counted the batches reads the first: a segment of one
+        # batch (most are) is opened once.
+        first = [reader()]
+        count = first[0].num_record_batches
     except BaseException as exc:
         file.close()
         if isinstance(exc, pa.ArrowException | OSError | ValueError):
@@ -318,7 +321,7 @@ def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
         try:
             for i in range(count):
                 try:
-                    batch = reader().get_batch(i)
+                    batch = (first.pop() if first else reader()).get_batch(i)
                 except (pa.ArrowException, OSError, ValueError) as exc:
                     raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
