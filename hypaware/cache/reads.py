@@ -251,6 +251,13 @@ def _read_meta(path: Path) -> tuple[int | None, bytes | None]:
     return int(meta.num_rows), (meta.metadata or {}).get(SEGMENT_META.encode())
 
 
+def _unreadable(path: Path, exc: BaseException) -> CacheError:
+    """The error for segment `path` failing to read with `exc`, saying if it is gone."""
+    if isinstance(exc, FileNotFoundError):
+        return CacheError(f"cache segment {path} is gone (dropped by retention?)")
+    return CacheError(f"cache segment {path} cannot be read: {exc}")
+
+
 def _open_segment(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
     if path.suffix == ".arrow":
         return _open_arrow(path, schema)
@@ -291,10 +298,8 @@ def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
         # Held open to the end, so a segment dropped meanwhile is still read whole;
         # Arrow's file object, which a reader dropped unread closes quietly.
         file = pa.OSFile(str(path))
-    except FileNotFoundError as exc:
-        raise CacheError(f"cache segment {path} is gone (dropped by retention?)") from exc
     except (pa.ArrowException, OSError) as exc:
-        raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
+        raise _unreadable(path, exc) from exc
 
     def reader() -> pa.ipc.RecordBatchFileReader:
         # A new mapping for every batch: a mapping keeps each page it has touched
@@ -314,7 +319,7 @@ def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
     except BaseException as exc:
         file.close()
         if isinstance(exc, pa.ArrowException | OSError | ValueError):
-            raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
+            raise _unreadable(path, exc) from exc
         raise
 
     def batches() -> Iterator[pa.RecordBatch]:
@@ -323,7 +328,7 @@ def _open_arrow(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
                 try:
                     batch = (first.pop() if first else reader()).get_batch(i)
                 except (pa.ArrowException, OSError, ValueError) as exc:
-                    raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
+                    raise _unreadable(path, exc) from exc
                 yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
         finally:
             file.close()
@@ -346,10 +351,8 @@ def _load_arrow(path: Path, schema: pa.Schema) -> pa.Table:
         options = pa.ipc.IpcReadOptions(use_threads=False)
         table = pa.ipc.open_file(pa.BufferReader(data), options=options).read_all()
         return pa.Table.from_arrays(table.columns, schema=schema)
-    except FileNotFoundError as exc:
-        raise CacheError(f"cache segment {path} is gone (dropped by retention?)") from exc
     except (pa.ArrowException, OSError) as exc:
-        raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
+        raise _unreadable(path, exc) from exc
 
 
 def _open_parquet(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
@@ -358,10 +361,8 @@ def _open_parquet(path: Path, schema: pa.Schema) -> pa.RecordBatchReader:
 
     try:
         pf = pq.ParquetFile(path)
-    except FileNotFoundError as exc:
-        raise CacheError(f"cache segment {path} is gone (dropped by retention?)") from exc
     except (pa.ArrowException, OSError) as exc:
-        raise CacheError(f"cache segment {path} cannot be read: {exc}") from exc
+        raise _unreadable(path, exc) from exc
 
     # A small segment (most are: one per partition key and hour) decodes faster on
     # this thread than through Arrow's pool, and callers already read several at once.
