@@ -55,6 +55,7 @@ from hypaware.iceberg.catalog import (
     table_identifier,
 )
 from hypaware.iceberg.commit import (
+    PartitionsLanded,
     already_committed,
     batch_summary,
     check_layout,
@@ -322,6 +323,11 @@ class IcebergTableFormat:
                 backoff=self.config.commit_backoff,
                 on_wait=on_wait,
             )
+        except PartitionsLanded as exc:
+            # Written again without them: their rows are in this batch's files too.
+            files.delete(written)
+            log.info("%s: %s; writing the batch again without them", what, exc)
+            return self._write(batch, what, on_wait)
         except BaseException as exc:
             if not committing or did_not_land(exc):
                 files.delete(written)

@@ -289,3 +289,45 @@ async def test_a_day_in_two_groups_of_partitions_is_refused_not_overwritten(
     assert not result.retry_partitions[0].retryable
     assert _data_files_on_disk(tmp_path) == set()
     await sink.close()
+
+
+@pytest.mark.parametrize("where", ["catalog", "commit"], ids=["rebased", "refreshed"])
+@pytest.mark.parametrize("other", ["b-9", "b-10"], ids=["same-batch", "respooled"])
+async def test_an_attempt_whose_rows_land_meanwhile_does_not_commit_them_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other: str, where: str
+) -> None:
+    # An attempt given up on (its export timed out) still commits in its thread, while
+    # the next attempt, of the same batch or of its partitions respooled into a new
+    # one, lands first: while the late one's commit is at the catalog (which refuses
+    # it; pyiceberg's own retry rebases it), or just before the late one commits.
+    # Rebased or committed blindly, the late attempt would append the rows twice.
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    cfg = sink_config(tmp_path)
+    late, next_attempt = build_sink(cfg), build_sink(cfg)
+    parts = _parts()
+    landed: list[Any] = []
+    owner, name = (
+        (SqlCatalog, "commit_table") if where == "catalog" else (table_format, "commit_files")
+    )
+    step = getattr(owner, name)
+
+    def the_other_lands_first(*args: Any, **kwargs: Any) -> Any:
+        if not landed:  # the late attempt's first commit; the other's passes straight on
+            landed.append(None)
+            landed[0] = next_attempt.table.write_batch_sync(batch(other, parts))  # type: ignore[attr-defined]
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, the_other_lands_first)
+    result = late.table.write_batch_sync(batch("b-9", parts))  # type: ignore[attr-defined]
+
+    assert landed[0].rows_written == 24
+    assert set(result.exported) == {p.id for p in parts}
+    assert not result.retry_partitions
+    assert result.rows_written == 0
+    table = late.table.load_table(DATASET)  # type: ignore[attr-defined]
+    assert len(table.metadata.snapshots) == 1
+    assert table.scan().to_arrow().num_rows == 24
+    assert _data_files_on_disk(tmp_path) == _referenced(table)
+    await late.close()
+    await next_attempt.close()
