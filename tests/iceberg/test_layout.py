@@ -111,6 +111,38 @@ def test_run_shaped_input_like_cache_partitions(runs: list[tuple[str, int, int, 
     _check_plan(pa.concat_tables(chunks), "k")
 
 
+@given(
+    st.lists(
+        st.tuples(st.integers(min_value=0, max_value=MICROS_PER_DAY // 3), keys),
+        min_size=2,
+        max_size=200,
+    ),
+    st.integers(min_value=0, max_value=5),
+    st.booleans(),
+)
+def test_rows_in_time_order_are_grouped_in_the_order_a_sort_gives(
+    rows: list[tuple[int, str | None]], null_times: int, keyed: bool
+) -> None:
+    """The grouping shortcut for time-ordered rows (as a cache's are) orders rows as the sort
+    does, ties in input order; rows out of time order are left to the sort."""
+    micros, start = [], 0
+    for step, _ in rows:
+        start += step  # steps of 0: rows of equal time, which must keep their input order
+        micros.append(start)
+    ts = pa.array(micros + [None] * null_times, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    key = pa.array([k for _, k in rows] + [None] * null_times, pa.string()) if keyed else None
+    days = layout.day_numbers(ts).fill_null(layout._NULL_DAY)
+    filled = ts.cast(pa.int64()).fill_null(layout._NULL_TIME)
+    grouped = layout._grouped_order(days, key, filled)
+    assert grouped is not None
+    assert grouped.to_pylist() == layout._sort_order(days, key, filled).to_pylist()
+    table = pa.table({"ts": ts, "k": key if keyed else pa.nulls(len(ts), pa.string())})
+    _check_plan(table, "k" if keyed else None)
+    if len(set(micros)) > 1:
+        backwards = pa.array(list(reversed(micros)), pa.int64())
+        assert layout._grouped_order(days.slice(0, len(micros)), None, backwards) is None
+
+
 @given(st.integers(min_value=-1_000_000, max_value=3_000_000))
 def test_day_labels_are_iso_dates_or_day_numbers(day: int) -> None:
     label = layout.day_label(day)
