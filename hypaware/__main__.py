@@ -1,5 +1,3 @@
-import sys
+from hypaware.cli import run
 
-from hypaware.cli import main
-
-sys.exit(main())
+run()

@@ -10,15 +10,17 @@ when its output pipe closes early (``hypaware query ... | head``).
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from hypaware._version import __version__
 from hypaware.cli import logs
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 # Modules under hypaware.cli, in the order their commands appear in --help.
 COMMANDS = (
@@ -81,5 +83,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def run() -> NoReturn:
+    """The ``hypaware`` program: `main`, then exit without a last garbage collection.
+
+    A command has closed everything it opened by the time it returns; what
+    is left is memory, freed with the process. The interpreter's collections
+    on the way out walk every object of every module loaded (pyarrow,
+    pyiceberg, sqlalchemy, pandas when installed): 0.3-0.5 s of a 1.5 s
+    ``export --once``. Frozen (`gc.freeze`), those objects are left out of
+    them. Code that calls `main` in its own process keeps its collector as
+    it was.
+    """
+    status = main()
+    gc.freeze()
+    sys.exit(status)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

@@ -124,6 +124,25 @@ def test_readme_command_runs_the_installed_script(tmp_path: Path) -> None:
     assert json.loads(again.stdout)["partitions"] == 0
 
 
+def test_the_program_exits_with_the_commands_status_and_skips_only_the_last_collection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hypaware.cli as cli
+
+    happened: list[str] = []
+
+    def command() -> int:
+        happened.append("command")
+        return 3
+
+    monkeypatch.setattr(cli, "main", command)
+    monkeypatch.setattr(cli.gc, "freeze", lambda: happened.append("frozen"))
+    with pytest.raises(SystemExit) as stopped:
+        cli.run()
+    assert stopped.value.code == 3
+    assert happened == ["command", "frozen"]  # never before the command has closed its work
+
+
 def test_progress_display_redraws_one_line() -> None:
     import io
 
