@@ -304,7 +304,7 @@ def day_batches(
     chunks, so the sorted copy never holds more than one chunk.
     """
     if rows.order is not None:
-        source, order = _gather_source(table, rows.order, whole)
+        source, order = _gather_source(table, rows.order, whole, piece=rows.pieces > 1)
         for offset in range(0, len(order), TAKE_CHUNK_ROWS):
             chunk = source.take(order.slice(offset, TAKE_CHUNK_ROWS))
             for batch in chunk.to_batches():
@@ -329,20 +329,26 @@ def day_batches(
 
 
 def _gather_source(
-    table: pa.Table, order: pa.Array, whole: Callable[[], pa.Table] | None
+    table: pa.Table,
+    order: pa.Array,
+    whole: Callable[[], pa.Table] | None,
+    *,
+    piece: bool = False,
 ) -> tuple[pa.Table, pa.Array]:
     """A contiguous table to take the day's rows from, and the order rebased onto it.
 
     A take from a table of many chunks concatenates them on every call, so
     the rows are taken from one contiguous copy: of the day's own stretch of
     the table when its rows lie close together (time-ordered input), else of
-    the whole table, made once and shared by the days (`whole`).
+    the whole table, made once and shared by the days (`whole`). A `piece`
+    of a split day uses the shared copy: the piece's rows, in key order,
+    stretch over the whole day, which each of its pieces would copy again.
     """
     if len(order) == 0:
         return table, order
     lo, hi = (v.as_py() for v in pc.min_max(order).values())
     stretch = hi - lo + 1
-    if stretch <= 2 * len(order) or whole is None:
+    if whole is None or (stretch <= 2 * len(order) and not piece):
         region = table.slice(lo, stretch)
         if region.num_columns and region.column(0).num_chunks > 1:
             region = region.combine_chunks()

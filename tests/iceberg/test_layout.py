@@ -62,6 +62,12 @@ def _check_pieces(table: pa.Table, rows: layout.DayRows, whole: pa.Table) -> Non
         assert sum(sizes) == rows.rows and max(sizes) - min(sizes) <= 1
         joined = [b for p in parts for b in layout.day_batches(table, p, whole.schema)]
         assert pa.Table.from_batches(joined, whole.schema).equals(whole)
+        shared = [
+            b
+            for p in parts
+            for b in layout.day_batches(table, p, whole.schema, whole=table.combine_chunks)
+        ]
+        assert pa.Table.from_batches(shared, whole.schema).equals(whole)
 
 
 def test_piece_file_indices_never_meet() -> None:
