@@ -292,9 +292,13 @@ async def test_a_day_in_two_groups_of_partitions_is_refused_not_overwritten(
 
 
 @pytest.mark.parametrize("where", ["catalog", "commit"], ids=["rebased", "refreshed"])
-@pytest.mark.parametrize("other", ["b-9", "b-10"], ids=["same-batch", "respooled"])
+@pytest.mark.parametrize(
+    ("other", "landed_first"),
+    [("b-9", 6), ("b-10", 6), ("b-10", 3)],
+    ids=["same-batch", "respooled", "half-respooled"],
+)
 async def test_an_attempt_whose_rows_land_meanwhile_does_not_commit_them_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other: str, where: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other: str, landed_first: int, where: str
 ) -> None:
     # An attempt given up on (its export timed out) still commits in its thread, while
     # the next attempt, of the same batch or of its partitions respooled into a new
@@ -315,19 +319,23 @@ async def test_an_attempt_whose_rows_land_meanwhile_does_not_commit_them_again(
     def the_other_lands_first(*args: Any, **kwargs: Any) -> Any:
         if not landed:  # the late attempt's first commit; the other's passes straight on
             landed.append(None)
-            landed[0] = next_attempt.table.write_batch_sync(batch(other, parts))  # type: ignore[attr-defined]
+            first = batch(other, parts[:landed_first])
+            landed[0] = next_attempt.table.write_batch_sync(first)  # type: ignore[attr-defined]
         return step(*args, **kwargs)
 
     monkeypatch.setattr(owner, name, the_other_lands_first)
     result = late.table.write_batch_sync(batch("b-9", parts))  # type: ignore[attr-defined]
 
-    assert landed[0].rows_written == 24
+    assert landed[0].rows_written == 4 * landed_first
     assert set(result.exported) == {p.id for p in parts}
     assert not result.retry_partitions
-    assert result.rows_written == 0
+    assert result.rows_written == 4 * (len(parts) - landed_first)  # only what had not landed
     table = late.table.load_table(DATASET)  # type: ignore[attr-defined]
-    assert len(table.metadata.snapshots) == 1
-    assert table.scan().to_arrow().num_rows == 24
+    assert len(table.metadata.snapshots) == (1 if landed_first == len(parts) else 2)
+    rows = table.scan().to_arrow()
+    assert rows.num_rows == 24
+    identities = zip(rows["conversation_id"].to_pylist(), rows["tokens"].to_pylist(), strict=True)
+    assert len(set(identities)) == 24  # no row twice
     assert _data_files_on_disk(tmp_path) == _referenced(table)
     await late.close()
     await next_attempt.close()
