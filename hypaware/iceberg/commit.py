@@ -103,9 +103,10 @@ class PartitionsLanded(IcebergError):
     """
 
     def __init__(self, what: str, held: frozenset[str]) -> None:
+        named = sorted(held)
+        shown = ", ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
         super().__init__(
-            f"{what}: partitions {', '.join(sorted(held))} were committed by another batch "
-            "while this one was written"
+            f"{what}: partitions {shown} were committed by another batch while this one was written"
         )
         self.held = held
 

@@ -208,8 +208,9 @@ def _grouped_order(
         columns["key"] = key
     columns["row"] = _iota(n)
     names = [name for name in columns if name != "row"]
-    # Without threads, a group's rows stay in input order (Arrow documents the
-    # grouping as ordered then); that order is what makes this a stable sort.
+    # Without threads the grouping is one ordered pass over the rows, so each
+    # group lists its rows in input order: what makes this a stable sort (the
+    # property test holds it to the sort's order).
     groups = pa.table(columns).group_by(names, use_threads=False).aggregate([("row", "list")])
     order = pc.sort_indices(groups, sort_keys=[(name, "ascending", "at_end") for name in names])
     flat = pc.list_flatten(groups.column("row_list").take(order))
