@@ -182,38 +182,27 @@ def commit_files(
     table.refresh()
     try:
         _not_landed(table, batch, digest)
-        _append(table, batch, digest, data_files, props, what)
+        check_layout(table, batch.dataset, what)
+        current = table.schema()
+        for name in batch.dataset.schema.names:
+            try:
+                current.find_field(name)
+            except ValueError:
+                raise IcebergError(
+                    f"{what}: column {name!r} was removed from the table while writing",
+                    retryable=True,
+                ) from None
+        with (
+            _BatchTransaction(table, lambda: _not_landed(table, batch, digest)) as tx,
+            tx.update_snapshot(snapshot_properties=props).fast_append() as append,
+        ):
+            for data_file in data_files:
+                append.append_data_file(data_file)
     except _Landed as landed:
         if landed.summary is not None:
             return "already"
         raise PartitionsLanded(what, landed.held) from None
     return "committed"
-
-
-def _append(
-    table: Table,
-    batch: ExportBatch,
-    digest: str,
-    data_files: Sequence[DataFile],
-    props: dict[str, str],
-    what: str,
-) -> None:
-    check_layout(table, batch.dataset, what)
-    current = table.schema()
-    for name in batch.dataset.schema.names:
-        try:
-            current.find_field(name)
-        except ValueError:
-            raise IcebergError(
-                f"{what}: column {name!r} was removed from the table while writing",
-                retryable=True,
-            ) from None
-    with (
-        _BatchTransaction(table, lambda: _not_landed(table, batch, digest)) as tx,
-        tx.update_snapshot(snapshot_properties=props).fast_append() as append,
-    ):
-        for data_file in data_files:
-            append.append_data_file(data_file)
 
 
 def did_not_land(exc: BaseException) -> bool:
