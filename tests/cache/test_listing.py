@@ -14,17 +14,10 @@ from hypaware.cache.reads import sealed_names
 def every_name_matched(
     entries: list[str], after: int, pending: int | None
 ) -> tuple[list[tuple[int, str]], list[str]]:
-    found: list[tuple[int, str]] = []
-    indexes: list[str] = []
-    for entry in entries:
-        m = SEGMENT_NAME.match(entry)
-        if m is None:
-            if INDEX_NAME.match(entry):
-                indexes.append(entry)
-            continue
-        seq = int(m.group(1))
-        if seq > after and (pending is None or seq < pending):
-            found.append((seq, entry))
+    """The rule stated plainly: match every name, then compare its seq."""
+    segments = [(int(m.group(1)), e) for e in entries if (m := SEGMENT_NAME.match(e))]
+    found = [(s, e) for s, e in segments if s > after and (pending is None or s < pending)]
+    indexes = [e for e in entries if not SEGMENT_NAME.match(e) and INDEX_NAME.match(e)]
     return found, indexes
 
 
