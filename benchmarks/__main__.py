@@ -31,6 +31,8 @@ def discover() -> list[str]:
 def arguments(name: str, rows: int, repeat: int) -> list[str]:
     if name == "export_memory":
         return ["--rows", str(rows * 5)]
+    if name == "iceberg_record":
+        return ["--snapshots", str(max(50, min(2000, rows // 100))), "--repeat", str(repeat)]
     if name == "import_time":
         return ["--runs", str(max(repeat, 3))]
     return ["--rows", str(rows), "--repeat", str(repeat)]

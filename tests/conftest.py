@@ -8,12 +8,24 @@ The peers are session-scoped (started once, stopped at the end):
 - ``azurite``: an `AzuritePeer` (endpoint, container, account, key). Skipped
   when node/npm are missing locally; under ``CI`` a missing azurite fails.
 - ``gcs_server``: our loopback GCS XML-API server (endpoint, bucket, token).
+- ``postgres``: a `PostgresPeer` (host, port, user) for a throwaway PostgreSQL
+  cluster from the Debian packages (``tests/peers_postgres.py``); and, per test,
+  ``postgres_catalog_uri``: a fresh database's SQLAlchemy URI for pyiceberg's
+  ``SqlCatalog(uri=...)``, dropped after the test.
+- ``duckdb_iceberg``: a `DuckDBIceberg` whose ``scan(metadata_location, s3=...)``
+  reads an Iceberg table with DuckDB's iceberg extension, in ``.peers/duckdb``
+  (``tests/peers_duckdb.py``).
+
+The PostgreSQL and DuckDB peers are skipped when they cannot be had locally
+(no PostgreSQL binaries; no registry to build ``.peers/duckdb``); under ``CI``,
+where ``.ci/run`` installs both, that fails instead.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import NoReturn
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -29,6 +41,8 @@ from hypaware.testing.peers import (
     run_moto,
     run_moto_with_auth,
 )
+from tests.peers_duckdb import DuckDBIceberg, duckdb_peer_python, install_duckdb_peer
+from tests.peers_postgres import PostgresPeer, postgres_bindir, run_postgres
 
 settings.register_profile(
     "ci",
@@ -68,3 +82,42 @@ def azurite() -> Iterator[AzuritePeer]:
 def gcs_server() -> Iterator[GCSServer]:
     with run_gcs_server() as server:
         yield server
+
+
+def _unavailable(reason: str) -> NoReturn:
+    """Skip, or fail under CI (where .ci/run installs every peer)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (required in CI: see .ci/run)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresPeer]:
+    bindir = postgres_bindir()
+    if bindir is None:
+        _unavailable(
+            "PostgreSQL is not installed: no initdb/pg_ctl in /usr/lib/postgresql/*/bin "
+            "or on PATH (apt-get install postgresql)"
+        )
+    with run_postgres(bindir) as peer:
+        yield peer
+
+
+@pytest.fixture
+def postgres_catalog_uri(postgres: PostgresPeer) -> Iterator[str]:
+    """A SQLAlchemy URI (``postgresql+psycopg://...``) of a database made for this test."""
+    name = postgres.create_database()
+    yield postgres.uri(name)
+    postgres.drop_database(name)
+
+
+@pytest.fixture(scope="session")
+def duckdb_iceberg() -> DuckDBIceberg:
+    python = duckdb_peer_python()
+    if python is None:
+        python, why = install_duckdb_peer()
+        if python is None:
+            _unavailable(
+                f"DuckDB's iceberg extension is not available: building .peers/duckdb failed: {why}"
+            )
+    return DuckDBIceberg(python=python)

@@ -12,6 +12,14 @@ keeps that exactly-once and readable:
 - every day directory a batch touched is recorded *before* the first object
   goes there, so a later attempt knows where stale objects can be.
 
+Each batch records the identity of the cache its partitions came from and
+the destination (store URL) its files went to: a partition is "already
+written" only when a finished batch of the same cache identity wrote it to
+the same destination. Records from an index made before they carried both
+(NULL) are adopted by the first cache and destination that use it after the
+upgrade (`adopt`), as the progress store adopts the first cache it meets:
+until identities existed one cache wrote through one index.
+
 Finished records are dropped after `KEEP_DAYS`; a file whose batch is not
 in the index is treated as finished and acknowledged long ago.
 """
@@ -56,6 +64,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         "an index of batch partitions by partition id",
         "CREATE INDEX IF NOT EXISTS batch_partitions_by_partition"
         " ON batch_partitions (partition_id, stem)",
+    ),
+    Migration(
+        # A partition id is unique only within its cache, and an index
+        # outlives a change of destination: both scope an acknowledgement.
+        "the cache identity and destination of each batch",
+        "ALTER TABLE batches ADD COLUMN cache_identity TEXT;"
+        "ALTER TABLE batches ADD COLUMN destination TEXT",
     ),
 )
 _LOOKUP_CHUNK = 500
@@ -109,14 +124,26 @@ class BatchIndex:
 
     # ------------------------------------------------------------------ writes
 
-    def begin(self, stem: str, dataset: str, batch_id: str, partition_ids: Iterable[str]) -> None:
+    def begin(
+        self,
+        stem: str,
+        dataset: str,
+        batch_id: str,
+        partition_ids: Iterable[str],
+        *,
+        cache_identity: str = "",
+        destination: str = "",
+    ) -> None:
         """Mark the batch open with these partitions; days touched earlier are kept."""
         now = time.time()
         with self._errors("record a batch"), immediate_transaction(self._db):
             self._db.execute(
-                "INSERT INTO batches (stem, dataset, batch_id, open, updated_at)"
-                " VALUES (?, ?, ?, 1, ?) ON CONFLICT (stem) DO UPDATE SET open = 1, updated_at = ?",
-                (stem, dataset, batch_id, now, now),
+                "INSERT INTO batches"
+                " (stem, dataset, batch_id, open, updated_at, cache_identity, destination)"
+                " VALUES (?, ?, ?, 1, ?, ?, ?) ON CONFLICT (stem) DO UPDATE SET open = 1,"
+                " updated_at = excluded.updated_at, cache_identity = excluded.cache_identity,"
+                " destination = excluded.destination",
+                (stem, dataset, batch_id, now, cache_identity, destination),
             )
             self._db.execute("DELETE FROM batch_partitions WHERE stem = ?", (stem,))
             self._db.executemany(
@@ -203,19 +230,41 @@ class BatchIndex:
                     )
         return found
 
+    def adopt(self, cache_identity: str, destination: str) -> int:
+        """Give records made before identities existed this cache and destination; how many."""
+        with self._errors("adopt batches"), immediate_transaction(self._db):
+            return self._db.execute(
+                "UPDATE batches SET cache_identity = ?, destination = ?"
+                " WHERE cache_identity IS NULL",
+                (cache_identity, destination),
+            ).rowcount
+
     def finished_holders(
-        self, dataset: str, partition_ids: Collection[str], *, other_than: str
+        self,
+        dataset: str,
+        partition_ids: Collection[str],
+        *,
+        other_than: str,
+        cache_identity: str,
+        destination: str,
     ) -> dict[str, str]:
-        """Partition id -> batch id, for those of `partition_ids` a finished batch holds."""
+        """Partition id -> batch id, for those of `partition_ids` a finished batch holds.
+
+        Only batches of `cache_identity` written to `destination` count (see
+        the module doc); an empty identity matches nothing.
+        """
         found: dict[str, str] = {}
+        if not cache_identity:
+            return found
         with self._errors("read batches"):
             for chunk, marks in _in_chunks(partition_ids):
                 rows = self._db.execute(
                     "SELECT bp.partition_id, b.batch_id FROM batch_partitions AS bp"
                     " JOIN batches AS b ON b.stem = bp.stem"
                     " WHERE b.open = 0 AND b.dataset = ? AND b.stem != ?"
+                    " AND b.cache_identity = ? AND b.destination = ?"
                     f" AND bp.partition_id IN ({marks})",
-                    (dataset, other_than, *chunk),
+                    (dataset, other_than, cache_identity, destination, *chunk),
                 )
                 found.update((pid, batch_id) for pid, batch_id in rows)
         return found

@@ -85,6 +85,7 @@ class BlobSink(FileWriter, AsyncClosing):
         self._executors: dict[int, ThreadPoolExecutor] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._adopted = False
         self._active = 0
         self._writing: set[str] = set()
         self._idle: asyncio.Event | None = None
@@ -95,6 +96,12 @@ class BlobSink(FileWriter, AsyncClosing):
         """The store as named in messages (no credentials)."""
         label = getattr(self.store, "label", None)
         return str(label) if label else repr(self.store)
+
+    @property
+    def location(self) -> str:
+        """Where the files go, as the batch index scopes acknowledgements (a URL, no secrets)."""
+        url = getattr(self.store, "url", None)
+        return str(url) if url else self.destination
 
     def __repr__(self) -> str:
         return f"BlobSink({self.name!r}, {self.store!r}, {self.encoder!r})"
@@ -149,19 +156,52 @@ class BlobSink(FileWriter, AsyncClosing):
         # A partition some finished batch already holds was acknowledged
         # before and sent again (its ack was lost): writing it again would
         # double its rows, so it is acknowledged as it is.
+        where = self.location
+        # A batch made by hand (no identity) is taken as this sink's only writer's.
+        writer = batch.cache_identity or f"sink:{self.name}"
+        if not self._adopted:
+            adopted = self.index.adopt(writer, where)
+            if adopted:
+                log.info(
+                    "sink %s: %d batch records made before cache identities are taken as "
+                    "cache %s's, written to %s",
+                    self.name,
+                    adopted,
+                    writer,
+                    where,
+                    extra={"sink": self.name, "cache_identity": writer},
+                )
+            self._adopted = True
         held = self.index.finished_holders(
-            batch.dataset.name, [p.id for p in batch.partitions], other_than=stem
+            batch.dataset.name,
+            [p.id for p in batch.partitions],
+            other_than=stem,
+            cache_identity=writer,
+            destination=where,
         )
         for pid, other in held.items():
             log.info(
-                "sink %s: partition %s is already written by batch %s; not written again",
+                "sink %s: partition %s of cache %s is already written by batch %s; "
+                "not written again",
                 self.name,
                 pid,
+                writer,
                 other,
-                extra={"sink": self.name, "partition": pid},
+                extra={
+                    "sink": self.name,
+                    "partition": pid,
+                    "cache_identity": writer,
+                },
             )
         todo = [p for p in batch.partitions if p.id not in held]
-        self.index.begin(stem, batch.dataset.name, batch.batch_id, (p.id for p in todo))
+        self.index.begin(
+            stem,
+            batch.dataset.name,
+            batch.batch_id,
+            (p.id for p in todo),
+            cache_identity=writer,
+            destination=where,
+        )
         failed: dict[str, RetryPartition] = {}
         while True:
             live = [p for p in todo if p.id not in failed]
@@ -187,6 +227,7 @@ class BlobSink(FileWriter, AsyncClosing):
         exported = tuple(p.id for p in live) + tuple(held)
         result = ExportResult(
             exported=exported,
+            already_held=tuple(held),
             retry_partitions=tuple(failed.values()),
             rows_written=sum(feed.rows[p.id] for p in live),
             bytes_written=written.size,

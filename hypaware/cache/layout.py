@@ -20,6 +20,7 @@ from typing import Any
 
 import attrs
 
+from hypaware.cache.identity import local_identity
 from hypaware.cache.partitioning import GRAINS, dump_info, load_info
 from hypaware.core.errors import CacheError
 from hypaware.core.types import DatasetInfo
@@ -103,6 +104,8 @@ class CacheDirectory:
         try:
             for sub in ("open", "sealing", "sealed"):
                 (directory / sub).mkdir(parents=True, exist_ok=True)
+            # The identity is born with the first dataset, before any partition.
+            local_identity(self.path, fsync=self.fsync)
             self._atomic_write(directory / "dataset.json", dump_info(info))
         except OSError as exc:
             raise CacheError(f"cannot create dataset {info.name!r} in {self.path}: {exc}") from exc

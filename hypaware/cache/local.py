@@ -2,6 +2,8 @@
 
 Layout of one dataset::
 
+    <root>/cache-id                                 the cache's identity (see
+                                                    `hypaware.cache.identity`)
     <root>/<dataset>/dataset.json                   the DatasetInfo (schema as Arrow IPC)
     <root>/<dataset>/seq                            the last seq handed out
     <root>/<dataset>/open/<key>.<n>.arrow           appended rows: per append, one Arrow
@@ -36,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hypaware.cache.identity import local_identity
 from hypaware.cache.layout import LocalCacheStats
 from hypaware.cache.retention import CacheRetention
 from hypaware.cache.writes import CacheWrites
@@ -109,6 +112,18 @@ class LocalCache(CacheWrites, CacheRetention):
         self._segments = {}
         self._bad = set()
         self._warned_missing = False
+        self._identity: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """This cache's identity, unique across machines (``<root>/cache-id``, made on first use).
+
+        A wiped or replaced directory gets a new identity, so the progress
+        and sinks that knew the old one never take its partitions for these.
+        """
+        if self._identity is None:
+            self._identity = local_identity(self.path, fsync=self.fsync)
+        return self._identity
 
     @classmethod
     def from_config(cls, config: HypawareConfig) -> LocalCache:

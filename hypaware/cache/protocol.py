@@ -24,7 +24,20 @@ class Cache(Protocol):
 
     Methods are synchronous and cheap (they list and read metadata, not
     rows); rows are streamed through `PartitionRef.open()`.
+
+    `identity` names the cache, uniquely across machines and for as long as
+    its partitions live: a partition id is unique only within its cache, so
+    the driver and sinks name a partition by (identity, dataset, id). A new
+    or wiped cache must get a new identity; the same cache keeps its own
+    across restarts. A cache without this attribute still exports: the
+    driver then makes one and keeps it in its progress store, and says so
+    (docs/embedding.md).
     """
+
+    @property
+    def identity(self) -> str:
+        """The cache's stable identity (8 to 128 characters of ``[A-Za-z0-9._:-]``)."""
+        ...
 
     def datasets(self) -> Sequence[DatasetInfo]:
         """Every dataset the cache holds, in a stable order.

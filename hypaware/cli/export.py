@@ -48,7 +48,8 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--backfill",
         action="store_true",
-        help="a sink new to a dataset starts from its first partition, not from now",
+        help="also send every sealed partition from before each sink's start point "
+        "that it has not been sent",
     )
     parser.add_argument(
         "--json", action="store_true", help="print the summary as JSON even on a terminal"

@@ -5,7 +5,10 @@ the cache but not exported to it, respooled and parked ones included), the respo
 size, parked partitions with their reasons, batches in flight, the last run,
 the last error with when it started and how many partitions it holds, and
 warnings: a destination that changed since its progress was recorded, or
-progress that was lost. Reads only; safe to run while an export is running.
+progress that was lost. Per dataset, the ledger (every sealed partition in
+one bucket: exported, pending, in flight, parked, before the start point)
+and the start point; for the whole store, the cache it tracks and every
+change of cache it met. Reads only; safe to run while an export is running.
 An empty (0-byte) progress store is an error, not "nothing exported".
 """
 
@@ -14,8 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
+from hypaware.cache.identity import read_identity
 from hypaware.cache.local import LocalCache
 from hypaware.cli.common import (
     add_config_argument,
@@ -27,6 +32,7 @@ from hypaware.cli.common import (
 )
 from hypaware.core.config import HypawareConfig
 from hypaware.core.errors import CacheError, ConfigError, StateError
+from hypaware.export.accounts import dataset_ledger
 from hypaware.export.identity import changes, fingerprint
 from hypaware.export.ledger import prior_state
 from hypaware.export.state import STATE_FILE, ProgressStore, SinkState
@@ -76,9 +82,19 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
                 if wanted is not None and ds not in wanted:
                     continue
                 hw = state.high_water.get(ds) if state is not None else None
-                entry: dict[str, Any] = {"high_water": hw}
+                entry: dict[str, Any] = {"high_water": hw, "ledger": None, "start": None}
+                if store is not None:
+                    ledger = dataset_ledger(cache, store, name, ds)
+                    entry["ledger"] = ledger.as_dict()
+                    entry["start"] = ledger.describe_start()
                 if hw is None:
-                    entry["note"] = "not started: the next export starts at new partitions"
+                    seen = store is not None and store.seen(name)
+                    entry["note"] = (
+                        "new dataset: the next pass exports it from its beginning"
+                        if seen
+                        else "not started: the sink starts after what is sealed when a driver "
+                        "first sees it (--backfill sends that too)"
+                    )
                     entry["lag_partitions"] = 0
                     entry["lag_rows"] = 0
                 else:
@@ -113,10 +129,44 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
             doc["error_partitions"] = health.error_partitions if health else 0
             doc["warnings"] = sink_warnings(config, name, store) if configured else []
             out[name] = doc
-        return {"cache": str(cache.path), "state": str(state_file), "sinks": out}
+        return {
+            "cache": str(cache.path),
+            "state": str(state_file),
+            **_binding(cache.path, store),
+            "sinks": out,
+        }
     finally:
         if store is not None:
             store.close()
+
+
+def _binding(cache_dir: Path, store: ProgressStore | None) -> dict[str, Any]:
+    """The cache's identity, the one the store tracks, the changes met, and a warning."""
+    identity = read_identity(cache_dir)
+    tracked = store.cache_identity() if store is not None else None
+    changes = store.cache_changes() if store is not None else []
+    warnings = []
+    if identity is not None and tracked is not None and identity != tracked:
+        warnings.append(
+            f"the cache's identity {identity} is not the one the progress store tracks "
+            f"({tracked}): the cache was replaced, and the next export starts it from its "
+            "beginning (docs/export.md, The cache's identity)"
+        )
+    return {
+        "cache_identity": identity,
+        "state_cache_identity": tracked,
+        "cache_changes": [
+            {
+                "at": _iso(c.at),
+                "old_identity": c.old_identity,
+                "new_identity": c.new_identity,
+                "archived_partitions": c.lost,
+                "description": c.describe(),
+            }
+            for c in changes
+        ],
+        "warnings": warnings,
+    }
 
 
 def sink_warnings(config: HypawareConfig, name: str, store: ProgressStore | None) -> list[str]:
@@ -201,7 +251,14 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     print_table(rows, sys.stdout)
+    for change in doc["cache_changes"][-1:]:
+        print(f"cache: {change['description']}", file=sys.stdout)
+    for warning in doc["warnings"]:
+        print(f"warning: {warning}", file=sys.stdout)
     for name, s in doc["sinks"].items():
+        for ds, d in s["datasets"].items():
+            if d["start"] is not None and d["ledger"]["before_start"]["partitions"]:
+                print(f"start: {name} {ds}: {d['start']}", file=sys.stdout)
         shown = s["parked_partitions"][:_PARKED_SHOWN]
         for p in shown:
             print(

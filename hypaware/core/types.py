@@ -89,8 +89,10 @@ class DatasetInfo:
 class PartitionRef:
     """A sealed cache partition, ready to export.
 
-    `seq` orders partitions of one dataset in the order they were sealed and
-    is what the export driver's high-water compares against. `id` is stable
+    `seq` orders partitions of one dataset in the order they were sealed,
+    is unique within the dataset (of one cache), and is what the export
+    driver's high-water compares against; sinks record it (an Iceberg
+    table's exactly-once record keeps each cache's committed seqs). `id` is stable
     for the life of the partition and unique within its dataset: sinks derive
     object names and idempotency keys from it. `min_time` and `max_time`,
     when the cache knows them, bound the partition's non-null times: a blob
@@ -150,12 +152,19 @@ class ExportBatch:
     `batch_id` is assigned by the export driver and kept across crashes and
     retries of the same batch, so a sink can derive deterministic object names
     or idempotency keys from it.
+
+    `cache_identity` is the identity of the cache the partitions come from
+    (`Cache.identity`). A partition id is unique only within its cache:
+    a sink that several caches write to decides "already written" by
+    (cache_identity, dataset, partition id), never by the id alone. Empty
+    only for batches made by hand outside a driver.
     """
 
     batch_id: str = attrs.field(validator=_non_empty)
     sink: str = attrs.field(validator=_non_empty)
     dataset: DatasetInfo
     partitions: tuple[PartitionRef, ...] = attrs.field(converter=_partition_tuple)
+    cache_identity: str = ""
 
     @partitions.validator
     def _check_partitions(
@@ -240,6 +249,11 @@ class ExportResult:
     Every partition of the batch appears exactly once: in `exported` (acked,
     durable at the destination) or in `retry_partitions`. The counters cover
     what this call wrote.
+
+    `already_held` names the partitions of `exported` the destination held
+    before this call (an earlier attempt from the same cache identity wrote
+    them) and that were therefore not written again; the driver counts and
+    logs them, so no acknowledgement is silent.
     """
 
     exported: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
@@ -247,6 +261,7 @@ class ExportResult:
     rows_written: int = 0
     bytes_written: int = 0
     files_written: int = 0
+    already_held: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
 
     @retry_partitions.validator
     def _check_disjoint(
@@ -275,6 +290,7 @@ class ExportResult:
         """
         ids = {p.id for p in batch.partitions}
         exported = tuple(dict.fromkeys(i for i in self.exported if i in ids))
+        held = tuple(i for i in dict.fromkeys(self.already_held) if i in set(exported))
         retry: list[RetryPartition] = []
         seen = set(exported)
         for r in self.retry_partitions:
@@ -286,21 +302,25 @@ class ExportResult:
             for p in batch.partitions
             if p.id not in seen
         )
-        return attrs.evolve(self, exported=exported, retry_partitions=tuple(retry))
+        return attrs.evolve(
+            self, exported=exported, retry_partitions=tuple(retry), already_held=held
+        )
 
     @classmethod
     def merge(cls, results: Iterable[ExportResult]) -> ExportResult:
         """Add up results of disjoint sets of partitions."""
         exported: list[str] = []
         retry: list[RetryPartition] = []
+        held: list[str] = []
         rows = size = files = 0
         for r in results:
             exported.extend(r.exported)
             retry.extend(r.retry_partitions)
+            held.extend(r.already_held)
             rows += r.rows_written
             size += r.bytes_written
             files += r.files_written
-        return cls(tuple(exported), tuple(retry), rows, size, files)
+        return cls(tuple(exported), tuple(retry), rows, size, files, tuple(held))
 
 
 @attrs.frozen

@@ -27,6 +27,7 @@ def build(
     *,
     config: HypawareConfig | None = None,
     env: Mapping[str, str] | None = None,
+    state_dir: str | os.PathLike[str] | None = None,
 ) -> ManagedSink:
     """Construct the live sink for `plan`.
 
@@ -36,12 +37,18 @@ def build(
     and plugin when a factory fails or returns something that is not what its
     kind promises.
 
+    A sink keeps its own state (a blob sink's batch index) under
+    ``<state_dir>/sinks/<name>``: `state_dir` defaults to the config's
+    state directory, and without a config to ``.hypaware`` in the current
+    directory; give the driver's own state directory when embedding, so two
+    apps never share one index.
+
     Returns a `Sink` that is also an async context manager
     (``async with build(plan) as sink:`` closes it). A plugin's sink that is
     not one already (see `hypaware.core.contracts.AsyncClosing`) comes back
     in a thin proxy that forwards every attribute to it.
     """
-    return _managed(_build(plan, config=config, env=env))
+    return _managed(_build(plan, config=config, env=env, state_dir=state_dir))
 
 
 def _managed(sink: Sink) -> ManagedSink:
@@ -85,11 +92,15 @@ def _build(
     *,
     config: HypawareConfig | None,
     env: Mapping[str, str] | None,
+    state_dir: str | os.PathLike[str] | None,
 ) -> Sink:
     from hypaware.core.contracts import BlobStore, Encoder, TableFormat
 
     base = Path(config.base_dir) if config is not None and config.base_dir else Path.cwd()
-    state = config.state_path if config is not None else base / ".hypaware"
+    if state_dir is not None:
+        state = Path(state_dir)
+    else:
+        state = config.state_path if config is not None else base / ".hypaware"
     ctx = BuildContext(
         sink_name=plan.name,
         state_dir=state / "sinks" / plan.name,

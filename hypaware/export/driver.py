@@ -34,6 +34,7 @@ from hypaware.export.passes import Exporter
 from hypaware.export.reports import RunReport, SinkReport
 from hypaware.export.runner import SinkRunner, describe_error
 from hypaware.export.slots import Clock, SystemClock, next_slot, sleep_until
+from hypaware.export.start import bind, fix_start
 from hypaware.export.state import ProgressStore
 
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ class ExportDriver:
         observer: ExportObserver | Sequence[ExportObserver] | None = None,
         clock: Clock | None = None,
         plans: Sequence[SinkPlan] | None = None,
+        state: ProgressStore | str | os.PathLike[str] | None = None,
     ) -> ExportDriver:
         """A driver for every sink of `config`.
 
@@ -127,6 +129,8 @@ class ExportDriver:
         export. `cache` defaults to a `LocalCache` at the config's cache path.
         `plans`, the config's plans as `hypaware.core.checks.check_config`
         returned them, spares loading the plugin registry and resolving again.
+        `state` (default: the config's state directory) holds the progress
+        store and every sink's own state.
         """
         from hypaware.core.registry import Registry
         from hypaware.core.resolver import resolve
@@ -140,13 +144,17 @@ class ExportDriver:
 
             cache = LocalCache.from_config(config)
 
+        if state is None:
+            state = config.state_path
+        state_dir = state.state_dir if isinstance(state, ProgressStore) else Path(state)
+
         def factory(plan: Any) -> Callable[[], Sink]:
-            return lambda: build(plan, config=config, env=env)
+            return lambda: build(plan, config=config, env=env, state_dir=state_dir)
 
         return cls(
             cache,
             [(plan.spec, factory(plan)) for plan in plans],
-            state=config.state_path,
+            state=state,
             observer=observer,
             clock=clock,
         )
@@ -173,13 +181,17 @@ class ExportDriver:
     ) -> RunReport:
         """One pass over every sink (or those named in `sinks`), concurrently, now.
 
-        `backfill` makes a sink that has never seen a dataset start from its
-        first partition instead of from the partitions sealed after now.
-        Returns what each sink did; errors are in the report, not raised.
+        `backfill` also sends every sealed partition before a sink's start
+        point that it has not sent (a new sink starts after what is sealed
+        when a driver first sees it). Returns what each sink did; errors are
+        in the report, not raised.
         """
         names = self._select(sinks)
         if self._closed:
             raise HypawareError("the export driver is closed")
+        problem = self._prepare(names, backfill)
+        if problem is not None:
+            return RunReport({n: SinkReport(n, errors=[problem]) for n in names})
         tasks = [self._spawn(self._exporter.run_pass(self._runners[n], backfill)) for n in names]
         results = await asyncio.gather(*tasks, return_exceptions=True)
         reports: dict[str, SinkReport] = {}
@@ -200,7 +212,9 @@ class ExportDriver:
         if self._closed:
             raise HypawareError("the export driver is closed")
         for name in names:
-            self._announce(self._runners[name], backfill)
+            self._announce(self._runners[name])
+        # A failed binding is reported by each pass (the exporter stays unbound).
+        self._prepare(names, backfill)
         tasks = [self._spawn(self._scheduled(self._runners[n], backfill)) for n in names]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -358,9 +372,23 @@ class ExportDriver:
 
     # ------------------------------------------------------------ schedule
 
-    def _announce(self, runner: SinkRunner, backfill: bool) -> None:
-        """Say that `runner`'s sink is scheduled, when it runs next (UTC), and what its
-        first pass will leave out of a dataset it has not started (without backfill)."""
+    def _prepare(self, names: Sequence[str], backfill: bool) -> str | None:
+        """Bind the cache (once per driver) and fix new sinks' starts; the error, if any."""
+        try:
+            if self._exporter.binding is None:
+                self._exporter.binding = bind(self.cache, self.state, self._notify)
+            for name in names:
+                fix_start(
+                    self.cache, self.state, self._runners[name], self._notify, backfill=backfill
+                )
+        except (CacheError, StateError, OSError) as exc:
+            message = f"the cache cannot be bound to the progress store: {exc}"
+            self._error(None, message)
+            return message
+        return None
+
+    def _announce(self, runner: SinkRunner) -> None:
+        """Say that `runner`'s sink is scheduled and when it runs next (UTC)."""
         schedule = runner.spec.schedule
         try:
             last = self.state.last_slot(runner.name)
@@ -376,33 +404,6 @@ class ExportDriver:
             extra={"sink": runner.name, "schedule": schedule, "next_slot": when},
         )
         self._notify("sink_scheduled", runner.name, schedule, upcoming)
-        if backfill:
-            return
-        try:
-            infos = self.cache.datasets()
-            wanted = runner.spec.datasets
-            for info in infos:
-                if wanted is not None and info.name not in wanted:
-                    continue
-                if self.state.high_water(runner.name, info.name) is not None:
-                    continue
-                ready = self.cache.ready_partitions(info.name)
-                if ready:
-                    log.warning(
-                        "sink %s: dataset %s: starting at the end of the cache: %d sealed "
-                        "partitions (%d rows) are not exported; use --backfill to send them",
-                        runner.name,
-                        info.name,
-                        len(ready),
-                        sum(p.row_count for p in ready),
-                        extra={
-                            "sink": runner.name,
-                            "dataset": info.name,
-                            "skipped_partitions": len(ready),
-                        },
-                    )
-        except (CacheError, StateError, OSError) as exc:
-            self._error(runner.name, f"sink {runner.name!r}: cannot read what it would skip: {exc}")
 
     async def _scheduled(self, runner: SinkRunner, backfill: bool) -> None:
         schedule = runner.spec.schedule

@@ -280,10 +280,12 @@ class LedgerMixin:
             )
             self._db.execute("DELETE FROM batches WHERE sink = ?", (sink,))
             self._db.execute("DELETE FROM sink_health WHERE sink = ?", (sink,))
+            # Partitions below a reset's new start are before the start point.
             self._db.executemany(
-                "INSERT INTO progress (sink, dataset, high_water, started_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                [(sink, ds, hw, now, now) for ds, hw in high_waters.items()],
+                "INSERT INTO progress"
+                " (sink, dataset, high_water, start_seq, started_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [(sink, ds, hw, hw, now, now) for ds, hw in high_waters.items()],
             )
 
     # --------------------------------------------------------------- health

@@ -159,8 +159,9 @@ class NullObserver:
         skipped_partitions: int,
         skipped_rows: int,
     ) -> None:
-        """`sink` met `dataset` for the first time; a start at the end of the cache
-        leaves `skipped_partitions` sealed partitions (`skipped_rows` rows) unexported."""
+        """A driver saw `sink` for the first time and fixed its start in `dataset` after
+        seq `high_water`: `skipped_partitions` sealed partitions (`skipped_rows` rows)
+        are before it, not exported unless backfilled."""
 
     def sink_scheduled(self, sink: str, schedule: str, next_slot: datetime | None) -> None:
         """`run_forever` runs `sink` on `schedule` (UTC); its next pass is at `next_slot`."""

@@ -1,8 +1,9 @@
 """One export pass of one sink: from the cache's ready partitions to settled batches.
 
 A pass re-sends any batch left in flight by a crash (same id, same
-partitions), then per dataset takes the respooled partitions and the ready
-partitions past the sink's high-water, groups them into batches bounded by
+partitions), then per dataset takes, with a backfill, the partitions before
+the sink's start point it has not sent, then the respooled partitions and
+the ready partitions past the sink's high-water, groups them into batches bounded by
 the sink's row and byte limits, records each batch durably, hands it to the
 sink with a timeout, and settles it in one transaction: what the sink acked
 advances progress, the rest is respooled for the next slot.
@@ -33,9 +34,11 @@ from hypaware.core.types import (
     PartitionRef,
     RequestEvent,
 )
+from hypaware.export.accounts import dataset_ledger
 from hypaware.export.identity import check_sink
 from hypaware.export.reports import SinkReport, summarise
 from hypaware.export.runner import SinkRunner, call_on_loop, describe_error, group_batches
+from hypaware.export.start import Binding, fix_start
 from hypaware.export.state import InFlightBatch, ProgressStore
 
 if TYPE_CHECKING:
@@ -52,7 +55,8 @@ class Exporter:
 
     `error(sink, message, report)` and `notify(method, *args, **kwargs)` are
     how the driver logs errors and tells its observer; `stop` is set when the
-    driver closes, and a pass then stops between batches.
+    driver closes, and a pass then stops between batches. `binding` is set by
+    the driver (`hypaware.export.start.bind`) before the first pass.
     """
 
     def __init__(
@@ -71,6 +75,7 @@ class Exporter:
         self._locks_dir = locks_dir
         self._error = error
         self._notify = notify
+        self.binding: Binding | None = None
 
     async def run_pass(self, runner: SinkRunner, backfill: bool) -> SinkReport:
         """One pass of `runner`'s sink, under its pass lock and its lock file."""
@@ -78,7 +83,10 @@ class Exporter:
         started = time.monotonic()
         self._notify("pass_started", runner.name)
         async with runner.busy:
-            if self._checked(runner, backfill, report):
+            if self.binding is None:
+                self._error(runner.name, "the export driver has not bound its cache", report)
+            elif self._checked(runner, backfill, report):
+                report.notices.extend(self.binding.notices())
                 lock = self._acquire(runner.name, report)
                 if lock is not None:
                     try:
@@ -147,6 +155,11 @@ class Exporter:
 
     async def _pass_locked(self, runner: SinkRunner, backfill: bool, report: SinkReport) -> None:
         try:
+            fix_start(self.cache, self.state, runner, self._notify, backfill=backfill)
+        except (CacheError, OSError) as exc:
+            self._error(runner.name, f"cache cannot be read: {exc}", report)
+            return
+        try:
             sink = runner.build()
         except Exception as exc:
             text = str(exc) if isinstance(exc, HypawareError) else describe_error(exc)
@@ -203,65 +216,75 @@ class Exporter:
         name = runner.name
         high_water = self.state.high_water(name, info.name)
         if high_water is None:
-            high_water = self._start(name, info, backfill)
+            # The sink was seen before this dataset existed: all of it is new.
+            high_water = self.state.start(name, info.name, 0)
+            log.info(
+                "sink %s starts dataset %s at its beginning",
+                name,
+                info.name,
+                extra={"sink": name, "dataset": info.name, "start_seq": 0},
+            )
         respooled = [e.partition_id for e in self.state.respooled(name, info.name)]
         retry_refs = self._resolve(name, info, respooled, report, forget=True)
-        fresh = self.cache.ready_partitions(info.name, after=high_water)
         skip = {p.id for p in retry_refs} | {p for d, p in held if d == info.name}
+        if backfill:
+            await self._backfill(runner, sink, info, skip, report)
+        fresh = self.cache.ready_partitions(info.name, after=high_water)
         parts = retry_refs + [p for p in fresh if p.id not in skip]
+        await self._send_groups(runner, sink, info, parts, report, backfill=False)
+        self._report_lag(name, info, report)
+        report.ledger[info.name] = dataset_ledger(self.cache, self.state, name, info.name).as_dict()
+
+    async def _backfill(
+        self,
+        runner: SinkRunner,
+        sink: Sink,
+        info: DatasetInfo,
+        skip: set[str],
+        report: SinkReport,
+    ) -> None:
+        """Send the partitions before the start point that no backfill has sent, oldest first."""
+        point = self.state.start_point(runner.name, info.name)
+        if point is None or not point.pending_backfill:
+            return
+        skip = skip | {p.partition_id for p in self.state.parked(runner.name, info.name)}
+        before = [
+            p
+            for p in self.cache.ready_partitions(info.name, after=point.backfill_hw)
+            if p.seq <= point.start_seq and p.id not in skip
+        ]
+        log.info(
+            "sink %s: dataset %s: backfilling %d partitions (%d rows) sealed before its start",
+            runner.name,
+            info.name,
+            len(before),
+            sum(p.row_count for p in before),
+            extra={"sink": runner.name, "dataset": info.name, "partitions": len(before)},
+        )
+        await self._send_groups(runner, sink, info, before, report, backfill=True)
+        if not self._stop.is_set():
+            # Also when nothing was left to send (all parked, or gone): the backfill is done.
+            self.state.advance_backfill(runner.name, info.name, point.start_seq)
+
+    async def _send_groups(
+        self,
+        runner: SinkRunner,
+        sink: Sink,
+        info: DatasetInfo,
+        parts: Sequence[PartitionRef],
+        report: SinkReport,
+        *,
+        backfill: bool,
+    ) -> None:
         spec = runner.spec
         for group in group_batches(parts, spec.max_batch_rows, spec.max_batch_bytes):
             if self._stop.is_set():
                 return
             batch_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:16]}"
             flight = self.state.begin_batch(
-                batch_id, name, info.name, [(p.id, p.seq) for p in group]
+                batch_id, runner.name, info.name, [(p.id, p.seq) for p in group]
             )
-            await self._send(runner, sink, info, flight, group, report)
-        self._report_lag(name, info, report)
-
-    def _start(self, sink: str, info: DatasetInfo, backfill: bool) -> int:
-        """Record where `sink` starts `info`, saying what a start at the end leaves out."""
-        ready = [] if backfill else list(self.cache.ready_partitions(info.name))
-        start = max((p.seq for p in ready), default=0)
-        high_water = self.state.start(sink, info.name, start)
-        skipped = [p for p in ready if p.seq <= high_water]
-        rows = sum(p.row_count for p in skipped)
-        extra = {
-            "sink": sink,
-            "dataset": info.name,
-            "high_water": high_water,
-            "skipped_partitions": len(skipped),
-            "skipped_rows": rows,
-        }
-        if skipped:
-            log.warning(
-                "sink %s: dataset %s: starting at the end of the cache: %d sealed partitions "
-                "(%d rows) are not exported; use --backfill to send them",
-                sink,
-                info.name,
-                len(skipped),
-                rows,
-                extra=extra,
-            )
-        else:
-            log.info(
-                "sink %s starts dataset %s at seq %d (%s)",
-                sink,
-                info.name,
-                high_water,
-                "backfill" if backfill else "nothing sealed yet",
-                extra=extra,
-            )
-        self._notify(
-            "dataset_started",
-            sink,
-            info.name,
-            high_water=high_water,
-            skipped_partitions=len(skipped),
-            skipped_rows=rows,
-        )
-        return high_water
+            await self._send(runner, sink, info, flight, group, report, backfill=backfill)
 
     def _resolve(
         self,
@@ -304,13 +327,16 @@ class Exporter:
         flight: InFlightBatch,
         refs: Sequence[PartitionRef],
         report: SinkReport,
+        *,
+        backfill: bool = False,
     ) -> None:
         name = runner.name
         if not refs:
             # Everything it held is gone from the cache: settle it so progress moves on.
-            self.state.settle_batch(flight, (), ())
+            self.state.settle_batch(flight, (), (), backfill=backfill)
             return
-        batch = ExportBatch(flight.batch_id, name, info, refs)
+        identity = self.binding.identity if self.binding is not None else ""
+        batch = ExportBatch(flight.batch_id, name, info, refs, cache_identity=identity)
         attempt = self.state.attempt(flight.batch_id)
         timeout = runner.spec.export_timeout
         batch_id = flight.batch_id
@@ -364,7 +390,7 @@ class Exporter:
         by_id = {p.id: p for p in refs}
         rows = sum(by_id[p].row_count for p in result.exported)
         self.state.settle_batch(
-            flight, result.exported, result.retry_partitions, rows_exported=rows
+            flight, result.exported, result.retry_partitions, rows_exported=rows, backfill=backfill
         )
         report.batches += 1
         report.partitions += len(result.exported)
@@ -372,12 +398,15 @@ class Exporter:
         report.bytes += result.bytes_written
         report.files += result.files_written
         report.retried += len(result.retry_partitions)
+        report.already_held += len(result.already_held)
         log.info(
-            "sink %s: batch %s of %s: %d exported, %d to retry",
+            "sink %s: batch %s of %s: %d exported (%d already held under cache %s), %d to retry",
             name,
             flight.batch_id,
             info.name,
             len(result.exported),
+            len(result.already_held),
+            identity,
             len(result.retry_partitions),
             extra={
                 "sink": name,
@@ -386,6 +415,8 @@ class Exporter:
                 "attempt": attempt,
                 "exported": len(result.exported),
                 "retry": len(result.retry_partitions),
+                "already_held": len(result.already_held),
+                "cache_identity": identity,
                 "rows": rows,
                 "bytes": result.bytes_written,
             },

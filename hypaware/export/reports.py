@@ -87,7 +87,11 @@ class SinkReport:
     `failures` holds every partition failure by reason; `errors` has one
     line per failure and per problem outside any partition (a sink that
     cannot be built, a refused state, a timeout). `parked` counts partitions
-    parked in this pass (see docs/export.md).
+    parked in this pass (see docs/export.md); `already_held` the partitions
+    the destination acknowledged as written before by the same cache.
+    `notices` are warnings that do not fail the pass (the cache changed, a
+    stand-in identity); `ledger` accounts, per dataset, for every sealed
+    partition and row after the pass (`hypaware.export.accounts`).
     """
 
     sink: str
@@ -99,9 +103,12 @@ class SinkReport:
     retried: int = 0
     lost: int = 0
     parked: int = 0
+    already_held: int = 0
     lag_partitions: int = 0
     lag_rows: int = 0
     errors: list[str] = attrs.field(factory=list)
+    notices: list[str] = attrs.field(factory=list)
+    ledger: dict[str, Any] = attrs.field(factory=dict)
     failures: list[Failure] = attrs.field(factory=list)
     seconds: float = 0.0
 

@@ -25,6 +25,7 @@ from hypaware.cache.protocol import ExportFloor
 from hypaware.core.errors import StateError
 from hypaware.core.sqlite import immediate_transaction, migrate
 from hypaware.core.types import RetryPartition
+from hypaware.export.binding import CacheBindingMixin
 from hypaware.export.ledger import LedgerMixin
 from hypaware.export.state_schema import MIGRATIONS
 
@@ -93,7 +94,7 @@ def _dt(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
-class ProgressStore(LedgerMixin):
+class ProgressStore(LedgerMixin, CacheBindingMixin):
     """Export progress in ``<state_dir>/progress.sqlite``.
 
     Raises `StateError` (naming the file) when the database is locked by
@@ -205,14 +206,16 @@ class ProgressStore(LedgerMixin):
     def start(self, sink: str, dataset: str, high_water: int) -> int:
         """Record where a new (sink, dataset) pair starts; an existing pair keeps its own.
 
-        Returns the pair's high-water.
+        Partitions at or below `high_water` are before the start point (not
+        exported unless backfilled). Returns the pair's high-water.
         """
         now = _now()
         with self._errors("start progress"), immediate_transaction(self._db):
             self._db.execute(
-                "INSERT OR IGNORE INTO progress (sink, dataset, high_water, started_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (sink, dataset, high_water, now, now),
+                "INSERT OR IGNORE INTO progress"
+                " (sink, dataset, high_water, start_seq, started_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (sink, dataset, high_water, high_water, now, now),
             )
             row = self._db.execute(
                 "SELECT high_water FROM progress WHERE sink = ? AND dataset = ?", (sink, dataset)
@@ -339,13 +342,16 @@ class ProgressStore(LedgerMixin):
         retry: Iterable[RetryPartition],
         *,
         rows_exported: int = 0,
+        backfill: bool = False,
     ) -> None:
         """In one transaction: forget the batch, advance progress, respool what is to retry.
 
         Every partition of the batch must be in `exported` or `retry` (or be
         gone from the cache, which the caller reports as exported-or-lost).
         The high-water moves to the batch's highest seq: each partition at
-        or below it is now exported or respooled.
+        or below it is now exported or respooled. A `backfill` batch (of
+        partitions before the start point, sent in seq order) moves the
+        backfill's progress the same way.
         """
         exported = list(exported)
         retry = list(retry)
@@ -363,6 +369,12 @@ class ProgressStore(LedgerMixin):
                     " WHERE sink = ? AND dataset = ?",
                     (max(seqs.values()), now, batch.sink, batch.dataset),
                 )
+                if backfill:
+                    self._db.execute(
+                        "UPDATE progress SET backfill_hw = MIN(start_seq, MAX(backfill_hw, ?))"
+                        " WHERE sink = ? AND dataset = ?",
+                        (max(seqs.values()), batch.sink, batch.dataset),
+                    )
             self._db.executemany(
                 "DELETE FROM respool WHERE sink = ? AND dataset = ? AND partition_id = ?",
                 [(batch.sink, batch.dataset, p) for p in exported],

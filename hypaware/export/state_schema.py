@@ -10,6 +10,7 @@ import sqlite3
 
 from hypaware.core.errors import StateError
 from hypaware.core.sqlite import Migration
+from hypaware.export.binding import BINDING_SCHEMA
 from hypaware.export.ledger import LEDGER_SCHEMA
 
 __all__ = ["MIGRATIONS"]
@@ -65,5 +66,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         "parked partitions, each sink's destination fingerprint and current failure",
         LEDGER_SCHEMA,
+    ),
+    Migration(
+        "the cache the store tracks, each sink's start point, archived partitions",
+        BINDING_SCHEMA,
     ),
 )

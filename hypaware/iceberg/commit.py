@@ -1,25 +1,27 @@
 """Commits: a batch's data files registered in one Iceberg snapshot, exactly once.
 
-The snapshot's summary carries ``hypaware.batch-id`` and the digest of the
-batch's partition set (`batch_summary`). Before writing, and again before
-each commit attempt, `find_commit` looks for a snapshot that already carries
-the batch: a crash after a commit never commits twice. `commit_files`
-fast-appends the files after checking the table is still laid out as
-hypaware writes it (`check_layout`); the table format retries it on commit
-conflicts with other writers.
+The snapshot's summary names the batch (``hypaware.batch-id`` and the digest
+of its partition set) and carries the table's whole exactly-once record,
+updated with this batch's partitions (`hypaware.iceberg.record`): which
+partitions each cache identity has committed. Before writing, and again
+before each commit attempt, the batch's partitions are looked up in the
+record under the batch's own cache identity only: a partition with the same
+id from another cache is another partition.
 
 A commit that loses a race is rebased onto the newer snapshot, by
 pyiceberg's own retry or by the table format's. Before every rebase the
-batch is looked for again, and so are its partitions (`committed_partitions`):
-an attempt given up on (its export timed out) may still be committing while
-the next attempt, of the same batch or of its partitions respooled into a
-new one, lands first. Rebased blindly, the late commit would append the
-same rows twice.
+record is read again from the refreshed table, and both the check and the
+record the snapshot carries are made again from it: an attempt given up on
+(its export timed out) may still be committing while the next attempt, of
+the same batch or of its partitions respooled into a new one, lands first;
+rebased blindly, the late commit would append the same rows twice, and a
+record copied from the old parent would forget what the winner committed.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,11 +31,24 @@ from pyiceberg.table import Table, Transaction
 from pyiceberg.transforms import DayTransform
 from pyiceberg.types import DateType, TimestampType, TimestamptzType
 
-from hypaware.core.types import DatasetInfo, ExportBatch, ExportResult, RetryPartition
+from hypaware.core.types import (
+    DatasetInfo,
+    ExportBatch,
+    ExportResult,
+    PartitionRef,
+    RetryPartition,
+)
 from hypaware.iceberg import layout
 from hypaware.iceberg.catalog import IcebergError, is_conflict
 from hypaware.iceberg.datafiles import WrittenFile
 from hypaware.iceberg.pipeline import ReadBatch
+from hypaware.iceberg.record import (
+    SUMMARY_RECORD,
+    SUMMARY_WRITER,
+    TableRecord,
+    read_record,
+    writer_key,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
@@ -46,22 +61,18 @@ __all__ = [
     "batch_summary",
     "check_layout",
     "commit_files",
-    "committed_partitions",
     "did_not_land",
     "find_commit",
+    "held_partitions",
 ]
 
 SUMMARY_BATCH_ID = "hypaware.batch-id"
 SUMMARY_DIGEST = "hypaware.batch-digest"
 SUMMARY_SINK = "hypaware.sink"
 SUMMARY_DATASET = "hypaware.dataset"
-SUMMARY_PARTITIONS = "hypaware.partitions"
 SUMMARY_PARTITION_COUNT = "hypaware.partition-count"
 SUMMARY_FAILED = "hypaware.failed-partitions"
 SUMMARY_DAYS = "hypaware.days"
-# Snapshot summaries live in every later metadata file: list partition ids
-# only while they stay short; the digest identifies the set either way.
-PARTITION_LIST_LIMIT = 8 * 1024
 
 
 def check_layout(table: Table, dataset: DatasetInfo, what: str) -> None:
@@ -112,32 +123,51 @@ class PartitionsLanded(IcebergError):
 
 
 class _Landed(CommitFailedException):
-    """Stops a rebase: the batch (`summary`) or some of its partitions (`held`) landed.
+    """Stops a rebase: some of the batch's partitions (`held`; `every` one of them) landed.
 
     A `CommitFailedException`, so that pyiceberg removes the manifests of
     the attempt when it is raised inside pyiceberg's own retry.
     """
 
-    def __init__(self, summary: dict[str, str] | None, held: frozenset[str]) -> None:
+    def __init__(self, held: frozenset[str], *, every: bool) -> None:
         super().__init__("the batch, or some of its partitions, was committed meanwhile")
-        self.summary = summary
         self.held = held
+        self.every = every
 
 
-def _not_landed(table: Table, batch: ExportBatch, digest: str) -> None:
-    """`_Landed` if a snapshot of `table` holds the batch or any of its partitions."""
-    summary = find_commit(table, batch.batch_id, digest)
-    held = frozenset() if summary else committed_partitions(table)
-    held &= {p.id for p in batch.partitions}
-    if summary is not None or held:
-        raise _Landed(summary, held)
+def held_partitions(
+    record: TableRecord, batch: ExportBatch, parts: Sequence[PartitionRef]
+) -> frozenset[str]:
+    """The ids of `parts` the record holds for the batch's own cache identity."""
+    mine = record.of(writer_key(batch.cache_identity, batch.sink))
+    return frozenset(p.id for p in parts if mine.holds(p.seq))
+
+
+def _record_props(
+    table: Table,
+    batch: ExportBatch,
+    parts: Sequence[PartitionRef],
+    base: dict[str, str],
+    what: str,
+) -> dict[str, str]:
+    """`base` plus the record updated with `parts`; `_Landed` if the record holds some already."""
+    record = read_record(table, what)
+    held = held_partitions(record, batch, parts)
+    if held:
+        raise _Landed(held, every=len(held) == len(parts))
+    key = writer_key(batch.cache_identity, batch.sink)
+    now_ms = int(time.time() * 1000)
+    updated = record.with_commit(key, batch.sink, (p.seq for p in parts), now_ms)
+    return {**base, SUMMARY_WRITER: key, SUMMARY_RECORD: updated.dumps()}
 
 
 class _BatchTransaction(Transaction):
     """pyiceberg's `Transaction` for a batch's append, with two changes.
 
     - `recheck` runs before pyiceberg rebases the append after a conflict
-      (its own retry, `commit.retry.num-retries`), on the refreshed table.
+      (its own retry, `commit.retry.num-retries`), on the refreshed table,
+      and returns the summary the rebased snapshot carries (its record is
+      made again from the new parent's).
     - The metadata the transaction would have is made once per change
       staged, not on every read: `Transaction.table_metadata` deep-copies
       the table's whole metadata each time, and a fast append reads it about
@@ -145,7 +175,7 @@ class _BatchTransaction(Transaction):
       snapshots, and grows with the table's history.
     """
 
-    def __init__(self, table: Table, recheck: Callable[[], None]) -> None:
+    def __init__(self, table: Table, recheck: Callable[[], dict[str, str]]) -> None:
         super().__init__(table)
         self._recheck = recheck
         self._view: tuple[Any, Any, TableMetadata] | None = None
@@ -161,27 +191,31 @@ class _BatchTransaction(Transaction):
         return view[2]
 
     def _rebuild_snapshot_updates(self) -> None:
-        self._recheck()
+        props = self._recheck()
+        for producer in self._snapshot_producers:
+            # Read by the producer's _commit(), which the rebuild runs again.
+            producer.snapshot_properties = props
         super()._rebuild_snapshot_updates()
 
 
 def commit_files(
     table: Table,
     batch: ExportBatch,
-    digest: str,
+    parts: Sequence[PartitionRef],
     data_files: Sequence[DataFile],
     props: dict[str, str],
     what: str,
 ) -> str:
-    """Append `data_files` in one snapshot summarised by `props`.
+    """Append `data_files` (the rows of `parts`) in one snapshot summarised by `props`.
 
-    Returns ``"already"`` when a snapshot of this batch landed meanwhile (no
-    new snapshot), else ``"committed"``. Raises `PartitionsLanded` when some
-    of the batch's partitions landed in another batch meanwhile.
+    The record is added to `props` here, from the table as it is at each
+    attempt. Returns ``"already"`` when every one of `parts` landed
+    meanwhile (no new snapshot), else ``"committed"``. Raises
+    `PartitionsLanded` when some of them did.
     """
     table.refresh()
     try:
-        _not_landed(table, batch, digest)
+        summary = _record_props(table, batch, parts, props, what)
         check_layout(table, batch.dataset, what)
         current = table.schema()
         for name in batch.dataset.schema.names:
@@ -192,14 +226,18 @@ def commit_files(
                     f"{what}: column {name!r} was removed from the table while writing",
                     retryable=True,
                 ) from None
+
+        def recheck() -> dict[str, str]:
+            return _record_props(table, batch, parts, props, what)
+
         with (
-            _BatchTransaction(table, lambda: _not_landed(table, batch, digest)) as tx,
-            tx.update_snapshot(snapshot_properties=props).fast_append() as append,
+            _BatchTransaction(table, recheck) as tx,
+            tx.update_snapshot(snapshot_properties=summary).fast_append() as append,
         ):
             for data_file in data_files:
                 append.append_data_file(data_file)
     except _Landed as landed:
-        if landed.summary is not None:
+        if landed.every:
             return "already"
         raise PartitionsLanded(what, landed.held) from None
     return "committed"
@@ -213,7 +251,13 @@ def did_not_land(exc: BaseException) -> bool:
 
 
 def find_commit(table: Table, batch_id: str, digest: str) -> dict[str, str] | None:
-    """The summary of the snapshot that committed this batch, if there is one."""
+    """The summary of the snapshot that committed this batch, if there is one.
+
+    Looks through every snapshot the table still has: for the rare cases the
+    record cannot answer (a batch begun before the table had a record, and
+    telling whether partitions found committed were committed by this very
+    batch, whose files then are the snapshot's).
+    """
     for snapshot in table.metadata.snapshots:
         summary = snapshot.summary
         if summary is None:
@@ -221,29 +265,6 @@ def find_commit(table: Table, batch_id: str, digest: str) -> dict[str, str] | No
         if summary[SUMMARY_BATCH_ID] == batch_id and summary[SUMMARY_DIGEST] == digest:
             return {k: v for k, v in summary.additional_properties.items() if isinstance(v, str)}
     return None
-
-
-def committed_partitions(table: Table) -> frozenset[str]:
-    """Partition ids some hypaware commit in the current snapshot's history holds.
-
-    A partition respooled into a new batch (its ack was lost or late) is found
-    here, whatever batch committed it. Commits too large to list their
-    partitions are not counted; those are caught by batch id alone.
-    """
-    current = table.current_snapshot()
-    if current is None:
-        return frozenset()
-    from pyiceberg.table.snapshots import ancestors_of
-
-    held: set[str] = set()
-    for snapshot in ancestors_of(current, table.metadata):
-        extra = snapshot.summary.additional_properties if snapshot.summary else {}
-        listed = extra.get(SUMMARY_PARTITIONS)
-        if SUMMARY_BATCH_ID not in extra or not listed:
-            continue
-        failed = set(json.loads(extra.get(SUMMARY_FAILED, "[]")))
-        held.update(p for p in listed.split(",") if p and p not in failed)
-    return frozenset(held)
 
 
 def already_committed(batch: ExportBatch, summary: dict[str, str]) -> ExportResult:
@@ -260,7 +281,7 @@ def already_committed(batch: ExportBatch, summary: dict[str, str]) -> ExportResu
 def batch_summary(
     batch: ExportBatch, digest: str, read: ReadBatch, written: Sequence[WrittenFile], sink: str
 ) -> dict[str, str]:
-    """The snapshot summary that names the batch (see the module docstring)."""
+    """The snapshot summary that names the batch, but for the record `commit_files` adds."""
     props = {
         SUMMARY_BATCH_ID: batch.batch_id,
         SUMMARY_DIGEST: digest,
@@ -269,9 +290,6 @@ def batch_summary(
         SUMMARY_PARTITION_COUNT: str(len(batch.partitions)),
         SUMMARY_DAYS: ",".join(dict.fromkeys(layout.day_label(w.day) for w in written)),
     }
-    listed = layout.partition_summary(read.ok, PARTITION_LIST_LIMIT)
-    if listed is not None:
-        props[SUMMARY_PARTITIONS] = listed
     if read.failed:
         props[SUMMARY_FAILED] = json.dumps([r.partition_id for r in read.failed])
     return props

@@ -60,12 +60,13 @@ from hypaware.iceberg.commit import (
     batch_summary,
     check_layout,
     commit_files,
-    committed_partitions,
     did_not_land,
     find_commit,
+    held_partitions,
 )
 from hypaware.iceberg.datafiles import DataFileWriter, WrittenFile
 from hypaware.iceberg.fileio import ObstoreFileIO, StoreRoot, register_root, unregister_root
+from hypaware.iceberg.record import read_record, writer_key
 from hypaware.iceberg.scan import scan_table
 from hypaware.iceberg.schema import (
     IncompatibleSchemaError,
@@ -282,23 +283,34 @@ class IcebergTableFormat:
             raise IcebergError(f"{what}: cannot load or register the table: {_brief(exc)}") from exc
         assert table is not None
 
-        done = find_commit(table, batch.batch_id, digest)
-        if done is not None:
-            return already_committed(batch, done)
-        # Idempotent per partition: one committed under another batch id (a
-        # respool after a lost or late ack) is acknowledged, not written again.
-        held = committed_partitions(table) & set(ids)
+        record = read_record(table, what)
+        if record.legacy and _begun_before(batch.batch_id, record.since):
+            # Maybe committed before the table had a record: only its batch id can tell.
+            done = find_commit(table, batch.batch_id, digest)
+            if done is not None:
+                return already_committed(batch, done)
+        # Idempotent per partition of this cache: one committed under another
+        # batch id (a respool after a lost or late ack) is acknowledged, not
+        # written again. Another cache's partition with the same id is not this one.
+        held = held_partitions(record, batch, batch.partitions)
         if held:
+            key = writer_key(batch.cache_identity, self.sink)
             log.info(
-                "%s: partitions %s are already committed; not written again",
+                "%s: partitions %s of cache %s are already committed; not written again",
                 what,
                 ", ".join(sorted(held)),
+                key,
+                extra={"sink": self.sink, "cache_identity": key, "partitions": sorted(held)},
             )
             rest = tuple(p for p in batch.partitions if p.id not in held)
             if not rest:
-                return ExportResult(exported=ids)
+                return ExportResult(exported=ids, already_held=sorted(held))
             result = self._write(attrs.evolve(batch, partitions=rest), what, on_wait)
-            return attrs.evolve(result, exported=[*sorted(held), *result.exported])
+            return attrs.evolve(
+                result,
+                exported=[*sorted(held), *result.exported],
+                already_held=[*sorted(held), *result.already_held],
+            )
 
         table = self._evolve(table, dataset, what, on_wait)
         check_layout(table, dataset, what)
@@ -315,9 +327,11 @@ class IcebergTableFormat:
                 return ExportResult(exported=read.ok, retry_partitions=read.failed)
             data_files = [w.data_file or files.data_file(table, w, what) for w in written]
             props = batch_summary(batch, digest, read, written, self.sink)
+            ok = set(read.ok)
+            parts = [p for p in batch.partitions if p.id in ok]
             committing = True
             outcome = retrying(
-                lambda: commit_files(table, batch, digest, data_files, props, what),
+                lambda: commit_files(table, batch, parts, data_files, props, what),
                 retry_on=is_conflict,
                 attempts=self.config.commit_retries,
                 backoff=self.config.commit_backoff,
@@ -348,11 +362,16 @@ class IcebergTableFormat:
                 raise IcebergError(f"{what}: commit refused: {exc}", retryable=False) from exc
             raise
         if outcome == "already":
-            # An earlier attempt of this very batch landed meanwhile. Its files have the
-            # names ours have (and the same bytes), so they stay: the snapshot reads them.
+            # Every partition landed meanwhile. By an earlier attempt of this very
+            # batch: its files have the names ours have (and the same bytes), so they
+            # stay, the snapshot reads them. By another batch: ours are leftovers.
             done = find_commit(table, batch.batch_id, digest)
-            assert done is not None
-            return already_committed(batch, done)
+            if done is not None:
+                result = already_committed(batch, done)
+            else:
+                files.delete(written)
+                result = ExportResult(exported=read.ok, retry_partitions=read.failed)
+            return attrs.evolve(result, already_held=result.exported)
         return ExportResult(
             exported=read.ok,
             retry_partitions=read.failed,
@@ -457,6 +476,21 @@ class IcebergTableFormat:
         unregister_root(self._token)
         if catalog is not None:
             await asyncio.to_thread(_dispose, catalog)
+
+
+def _begun_before(batch_id: str, since_ms: int | None) -> bool:
+    """Whether the batch (its id starts with its UTC start, ``%Y%m%dT%H%M%S``) predates `since_ms`.
+
+    An id of another shape, or a table with no record yet, counts as before.
+    """
+    if since_ms is None:
+        return True
+    try:
+        begun = dt.datetime.strptime(batch_id[:15], "%Y%m%dT%H%M%S").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return True
+    # A second of slack: the id's time is truncated to the second.
+    return begun.timestamp() * 1000 <= since_ms + 1000
 
 
 def _dispose(catalog: Catalog | None) -> None:

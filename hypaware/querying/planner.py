@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -86,12 +86,25 @@ def _open_all(
     return opened, gone
 
 
+def _identity(cache: Any) -> str | None:
+    """The cache's identity, or None for a host cache without one (see docs/embedding.md)."""
+    try:
+        value = getattr(cache, "identity", None)
+    except CacheError:
+        return None  # e.g. a read-only cache that never had one: claims fall back on progress
+    return value if isinstance(value, str) else None
+
+
 async def _plan(
     ctx: _Context, filters: Filters, allow_partial: bool
 ) -> tuple[QueryPlan, SinkView | None, list[tuple[PartitionRef, pa.RecordBatchReader | None]]]:
     info = ctx.dataset
     plan = QueryPlan(info, filters, ctx.sink_name)
-    source = sink_source(ctx.sink_name, ctx.sink) if ctx.sink_name is not None else None
+    source = (
+        sink_source(ctx.sink_name, ctx.sink, _identity(ctx.cache))
+        if ctx.sink_name is not None
+        else None
+    )
     if source is None and ctx.sink_name is not None:
         # Its plugin says queryable, but reading it could return rows twice.
         raise NotQueryableError(

@@ -129,6 +129,13 @@ def sample_batch(
     *,
     batch_id: str = "b1",
     sink: str = "conformance",
+    cache_identity: str = "conformance-cache",
 ) -> ExportBatch:
-    """An `ExportBatch` of `partitions` for `sink`."""
-    return ExportBatch(batch_id=batch_id, sink=sink, dataset=dataset, partitions=tuple(partitions))
+    """An `ExportBatch` of `partitions` for `sink`, from the cache `cache_identity`."""
+    return ExportBatch(
+        batch_id=batch_id,
+        sink=sink,
+        dataset=dataset,
+        partitions=tuple(partitions),
+        cache_identity=cache_identity,
+    )

@@ -83,7 +83,7 @@ def test_a_bad_dataset_name_is_refused_everywhere(name: str, entry: str) -> None
             ENTRY_POINTS[entry](cache, name)
         assert repr(name)[:30] in str(info.value) or name == ""
         assert snapshot(base / "other") == before
-        assert sorted(os.listdir(base / "cache" / "inner")) == ["events"]
+        assert sorted(os.listdir(base / "cache" / "inner")) == ["cache-id", "events"]
 
 
 @settings(max_examples=40, deadline=None)

@@ -52,7 +52,7 @@ def _set_version(path: Path, version: int) -> None:
 
 def test_a_new_progress_store_is_at_the_latest_version(tmp_path: Path) -> None:
     ProgressStore(tmp_path).close()
-    assert _version(tmp_path / STATE_FILE) == len(STATE_MIGRATIONS) == 3
+    assert _version(tmp_path / STATE_FILE) == len(STATE_MIGRATIONS) == 4
 
 
 def test_a_progress_store_of_the_first_release_is_migrated_and_keeps_its_progress(
@@ -74,7 +74,7 @@ def test_a_progress_store_of_the_first_release_is_migrated_and_keeps_its_progres
         assert store.sink_state("archive").rows_exported == 8
     finally:
         store.close()
-    assert _version(path) == 3
+    assert _version(path) == 4
     db = sqlite3.connect(path)
     try:
         # Releases that only read the meta row now refuse the store instead of misreading it.
@@ -82,7 +82,7 @@ def test_a_progress_store_of_the_first_release_is_migrated_and_keeps_its_progres
     finally:
         db.close()
     ProgressStore(tmp_path).close()  # opening a migrated store again changes nothing
-    assert _version(path) == 3
+    assert _version(path) == 4
 
 
 def test_a_progress_store_from_a_newer_hypaware_is_refused_untouched(tmp_path: Path) -> None:
@@ -94,7 +94,7 @@ def test_a_progress_store_from_a_newer_hypaware_is_refused_untouched(tmp_path: P
         ProgressStore(tmp_path)
     text = str(info.value)
     assert str(path) in text
-    assert "schema version 7" in text and "newer hypaware" in text and "up to 3" in text
+    assert "schema version 7" in text and "newer hypaware" in text and "up to 4" in text
     assert path.read_bytes() == before
 
 
@@ -121,24 +121,30 @@ def test_a_batch_index_of_the_first_release_is_migrated_and_keeps_its_batches(
         (open_batch,) = index.open_batches()
         assert open_batch.stem == "events-b2"
         assert open_batch.day_dirs == frozenset({"events/2026-03-02"})
-        assert index.finished_holders("events", ["p-1", "p-2", "p-3"], other_than="x") == {
+        # Records made before identities are adopted by the first cache that uses the index.
+        assert index.adopt("cache-one", "file:///out") == 2
+        where = {"cache_identity": "cache-one", "destination": "file:///out"}
+        assert index.finished_holders("events", ["p-1", "p-2", "p-3"], other_than="x", **where) == {
             "p-1": "b1",
             "p-2": "b1",
         }
+        elsewhere = {"cache_identity": "cache-one", "destination": "file:///elsewhere"}
+        assert index.finished_holders("events", ["p-1"], other_than="x", **elsewhere) == {}
+        assert index.adopt("cache-two", "file:///out") == 0
         plan = index._db.execute(
             "EXPLAIN QUERY PLAN SELECT stem FROM batch_partitions WHERE partition_id = 'p-1'"
         ).fetchall()
         assert "batch_partitions_by_partition" in str(plan)
     finally:
         index.close()
-    assert _version(path) == len(INDEX_MIGRATIONS) == 2
+    assert _version(path) == len(INDEX_MIGRATIONS) == 3
 
 
 def test_a_batch_index_from_a_newer_hypaware_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "blob-batches.sqlite"
     BatchIndex(path).close()
-    _set_version(path, 3)
-    with pytest.raises(StateError, match=r"blob batch index .*schema version 3.*up to 2"):
+    _set_version(path, 4)
+    with pytest.raises(StateError, match=r"blob batch index .*schema version 4.*up to 3"):
         BatchIndex(path)
 
 

@@ -91,9 +91,9 @@ def test_json_logs_from_the_command_line(
     records = [json.loads(line) for line in err.splitlines()]
     batches = [r for r in records if "batch_id" in r and r["logger"] == "hypaware.export.driver"]
     assert records and all(r["level"] in ("INFO", "WARNING") for r in records)
-    # Without --backfill: the fresh start says what it leaves out.
-    notice = next(r for r in records if "starting at the end of the cache" in r["message"])
-    assert notice["sink"] == "files" and notice["skipped_partitions"] > 0
+    # Without --backfill: the start point says what it leaves out.
+    notice = next(r for r in records if "before it are not exported" in r["message"])
+    assert notice["sink"] == "files" and notice["before_start_partitions"] > 0
     assert batches == []  # nothing to send after a fresh start
     # Nothing left behind on the root logger.
     assert root.handlers == handlers and root.level == level

@@ -158,7 +158,7 @@ async def test_recovering_sink_catches_up_with_nothing_lost(tmp_path: Path) -> N
     await driver.close()
 
 
-async def test_new_sink_starts_fresh_unless_backfill(tmp_path: Path) -> None:
+async def test_new_sink_starts_at_first_sight_unless_backfill(tmp_path: Path) -> None:
     cache = make_cache(tmp_path / "cache", count=9)
     old_ids = all_row_ids(cache)
     fresh, back = ScriptedSink(), ScriptedSink()
@@ -172,16 +172,23 @@ async def test_new_sink_starts_fresh_unless_backfill(tmp_path: Path) -> None:
     await driver.run_once()
     assert set(fresh.rows) == all_row_ids(cache) - old_ids
     assert set(back.rows) == all_row_ids(cache)
-    # A dataset added later is also new to both sinks: future partitions only.
+    # A dataset added after both sinks were seen is new to them: all of it is exported.
     cache.define_dataset(events_info("audit"))
     cache.append("audit", rows(0, 3))
     cache.seal("audit")
     await driver.run_once()
-    assert not any(p.dataset == "audit" for b in back.batches for p in b.partitions)
-    cache.append("audit", rows(3, 3))
-    cache.seal("audit")
-    await driver.run_once()
-    assert any(p.dataset == "audit" for b in back.batches for p in b.partitions)
+    for sink in (fresh, back):
+        assert any(p.dataset == "audit" for b in sink.batches for p in b.partitions)
+    # The first sink's 9 partitions stay before its start point, counted, until a backfill.
+    report = await driver.run_once(sinks=["fresh"])
+    before = report.sinks["fresh"].ledger["events"]["before_start"]
+    assert before["rows"] == len(old_ids) and before["partitions"] > 0
+    report = await driver.run_once(sinks=["fresh"], backfill=True)
+    assert report.sinks["fresh"].partitions == before["partitions"]
+    assert set(fresh.rows) >= all_row_ids(cache)
+    sent = [(p.dataset, p.id) for b in fresh.batches for p in b.partitions]
+    assert len(sent) == len(set(sent)), "a partition was sent twice"
+    assert report.sinks["fresh"].ledger["events"]["before_start"]["partitions"] == 0
     await driver.close()
 
 

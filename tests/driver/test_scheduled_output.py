@@ -15,7 +15,7 @@ from pathlib import Path
 from .helpers import make_cache
 
 START = "sink fresh: schedule '0 0 1 1 *' (UTC), next pass at "
-NOTICE = "starting at the end of the cache: "
+NOTICE = "sink fresh: dataset events starts after seq "
 
 
 def _config(tmp_path: Path) -> tuple[Path, int]:
@@ -62,7 +62,10 @@ def test_piped_prints_the_start_line_and_the_first_pass_notice(tmp_path: Path) -
     out, err = proc.communicate(timeout=30)
     text = "".join(seen) + err
     assert START in text
-    assert f"{NOTICE}{parts} sealed partitions (60 rows) are not exported; use --backfill" in text
+    assert (
+        f"{NOTICE}{parts}: {parts} sealed partitions (60 rows) before it are not exported; "
+        "run with --backfill" in text
+    )
     assert proc.returncode == 0, text
     assert json.loads(out)["ok"] is True
 
@@ -105,7 +108,7 @@ def test_on_a_terminal_the_lines_do_not_land_inside_the_live_line(tmp_path: Path
             proc.wait()
     text = b"".join(chunks).decode()
     assert START in text
-    assert f"{NOTICE}{parts} sealed partitions" in text
+    assert f"{NOTICE}{parts}: {parts} sealed partitions" in text
     # Each message starts its own line: never appended to a half-drawn live line.
     for line in text.replace("\r\n", "\n").split("\n"):
         if START in line or NOTICE in line:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,9 @@ def partition(
     return PartitionRef(
         id=pid,
         dataset=dataset,
-        seq=seq,
+        # A cache's seqs are unique per dataset (the table's record keeps them):
+        # one per id unless a test says otherwise.
+        seq=seq or zlib.crc32(pid.encode()) % 1_000_000_000 + 1,
         row_count=table.num_rows,
         opener=opener or (lambda: table.to_reader(max_chunksize=1000)),
     )
@@ -100,8 +103,16 @@ def batch(
     *,
     dataset: DatasetInfo = DATASET,
     sink: str = "archive",
+    cache: str = "",
 ) -> ExportBatch:
-    return ExportBatch(batch_id=batch_id, sink=sink, dataset=dataset, partitions=tuple(parts))
+    """A batch from the cache `cache` (an identity; "" is the sink's only writer)."""
+    return ExportBatch(
+        batch_id=batch_id,
+        sink=sink,
+        dataset=dataset,
+        partitions=tuple(parts),
+        cache_identity=cache,
+    )
 
 
 def local_path(location: str) -> str:

@@ -13,6 +13,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from hypaware.core.types import ExportOptions, PartitionRef
+from hypaware.iceberg.record import read_record, writer_key
 
 from .helpers import DATASET, DAY0, batch, build_sink, local_path, partition, rows_for, sink_config
 
@@ -97,7 +98,9 @@ async def test_round_trip_read_back_by_every_reader(tmp_path: Path) -> None:
     snapshot = table.current_snapshot()
     assert snapshot is not None
     assert snapshot.summary["hypaware.batch-id"] == "batch-1"
-    assert set(snapshot.summary["hypaware.partitions"].split(",")) == {p.id for p in parts}
+    record = read_record(table, "test")
+    assert record.of(writer_key("", "archive")).count == len(parts)
+    assert all(record.of("sink:archive").holds(p.seq) for p in parts)
     assert (
         table.sort_order().fields[0].source_id
         == table.schema().find_field("conversation_id").field_id
@@ -110,7 +113,7 @@ async def test_5000_small_partitions_over_3_days_make_3_files_and_one_snapshot(
 ) -> None:
     sink = build_sink(sink_config(tmp_path))
     parts = [
-        partition(f"conv-{i:05d}", rows_for(f"c{i:05d}", i % 3, 2, hour=i % 24), seq=i)
+        partition(f"conv-{i:05d}", rows_for(f"c{i:05d}", i % 3, 2, hour=i % 24), seq=i + 1)
         for i in range(5000)
     ]
 
@@ -124,8 +127,9 @@ async def test_5000_small_partitions_over_3_days_make_3_files_and_one_snapshot(
     assert table.scan().to_arrow().num_rows == 10_000
     summary = table.current_snapshot().summary
     assert summary["hypaware.partition-count"] == "5000"
-    # 5,000 ids are too many to list in every later metadata file; the digest names the set.
+    # The record keeps 5,000 in-order seqs as one interval, not a list of ids.
     assert summary["hypaware.partitions"] is None
+    assert '"seqs":[[1,5000]]' in summary["hypaware.writers"]
     assert len(summary["hypaware.batch-digest"]) == 64
     await sink.close()
 

@@ -45,8 +45,7 @@ def _token(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _parts(tag: str, n: int = 4, *, start: int = 0) -> list[Any]:
     return [
-        partition(f"{tag}-p{p}", rows_for(f"{tag}-c{p}", p % 2, 6, start=start), seq=p)
-        for p in range(n)
+        partition(f"{tag}-p{p}", rows_for(f"{tag}-c{p}", p % 2, 6, start=start)) for p in range(n)
     ]
 
 

@@ -31,11 +31,14 @@ def export_share(root: str, writer: int, batches: int, start: Any) -> list[int]:
                 partition(
                     f"w{writer}-b{b}-p{p}",
                     rows_for(f"w{writer}-c{p}", (b + p) % 3, 20, start=100 * b),
-                    seq=p,
+                    seq=10 * b + p + 1,
                 )
                 for p in range(10)
             ]
-            result = await sink.export_batch(batch(f"w{writer}-b{b}", parts), ExportOptions())
+            cache = f"cache-of-writer-{writer}"
+            result = await sink.export_batch(
+                batch(f"w{writer}-b{b}", parts, cache=cache), ExportOptions()
+            )
             if result.retry_partitions:
                 raise AssertionError(result.retry_partitions[0].reason)
             written.append(result.rows_written)

@@ -114,12 +114,14 @@ def _agree(tmp_path: Path, sinks: dict[str, Any]) -> None:
 
 
 @pytest.mark.iceberg
-def test_iceberg_batches_too_large_to_list_fall_back_on_progress(
+def test_iceberg_tables_written_before_the_record_fall_back_on_progress(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import hypaware.iceberg.commit as commit
 
-    monkeypatch.setattr(commit, "PARTITION_LIST_LIMIT", 1)
+    real = commit._record_props
+    # The first export commits as releases before the record did: no record.
+    monkeypatch.setattr(commit, "_record_props", lambda table, batch, parts, base, what: base)
     cfg = config(tmp_path, {"ice": iceberg_sink(tmp_path / "wh")})
     cache = cache_for(cfg)
     cache.append("events", make_rows(0, 60, day=0))
@@ -129,3 +131,10 @@ def test_iceberg_batches_too_large_to_list_fall_back_on_progress(
     cache.seal("events")
     table = hypaware.query(cfg, "events", columns=["row_id"]).read_all()
     assert sorted(table.column("row_id").to_pylist()) == list(range(80))
+    # Later commits carry the record (marked legacy); the query still reads each row once.
+    monkeypatch.setattr(commit, "_record_props", real)
+    assert export(cfg, cache).ok
+    cache.append("events", make_rows(80, 10, day=2))
+    cache.seal("events")
+    table = hypaware.query(cfg, "events", columns=["row_id"]).read_all()
+    assert sorted(table.column("row_id").to_pylist()) == list(range(90))

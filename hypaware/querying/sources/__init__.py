@@ -15,8 +15,9 @@ answers for so the sink never returns them too (`SinkView.reader`).
   it; the store is read before the listing, the index after it, and a sink
   acknowledges only after every file of the batch is in place.
 - Iceberg (`TableSink` over `IcebergTableFormat`): the table is read at one
-  snapshot, and a partition is claimed when a snapshot in that snapshot's
-  history lists it in its ``hypaware.partitions`` summary.
+  snapshot, and a partition is claimed when that snapshot's exactly-once
+  record lists it under the query's cache identity (other caches' rows in a
+  shared table are the table's to return).
 - Any other `QueryableSink`: its `scan`, with partitions claimed by the
   progress store, and every partition not claimed (the cache's, pending or
   in flight) passed as `exclude`. A sink whose `scan` takes no `exclude`
@@ -47,8 +48,15 @@ __all__ = [
 ]
 
 
-def sink_source(name: str, sink: Any) -> ParquetSource | IcebergSource | GenericSource | None:
-    """The query source for a built sink, or None if it cannot be read back."""
+def sink_source(
+    name: str, sink: Any, cache_identity: str | None = None
+) -> ParquetSource | IcebergSource | GenericSource | None:
+    """The query source for a built sink, or None if it cannot be read back.
+
+    `cache_identity` is the identity of the cache the query reads beside the
+    sink (None for a cache without one): a table shared by several caches
+    says which partitions are this cache's by it.
+    """
     from hypaware.blob.sink import BlobSink
     from hypaware.blob.store import ObstoreBlobStore
     from hypaware.blob.table_sink import TableSink
@@ -60,7 +68,7 @@ def sink_source(name: str, sink: Any) -> ParquetSource | IcebergSource | Generic
         return None
     if isinstance(sink, TableSink):
         if hasattr(sink.table, "load_table"):
-            return IcebergSource(name, sink.table)
+            return IcebergSource(name, sink.table, cache_identity)
         scan = getattr(sink.table, "scan", None)
         return GenericSource(name, sink.table) if _exact(scan) else None
     if _exact(getattr(sink, "scan", None)):

@@ -1,13 +1,16 @@
 """Iceberg tables (`TableSink` over `IcebergTableFormat`) as a query source.
 
-The table is read at one snapshot, and a partition is claimed when a
-snapshot in that snapshot's history lists it in its ``hypaware.partitions``
-summary.
+The table is read at one snapshot, and a cache partition is claimed when
+that snapshot's exactly-once record (`hypaware.iceberg.record`) lists its
+seq under the query's own cache identity: rows other caches wrote into a
+shared table are read from the table, and this cache's partitions that are
+not in the record are read from the cache. A table with snapshots written
+before the record existed (``legacy``), or a cache without an identity,
+also claims what the progress store says the sink acknowledged.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,44 +23,42 @@ from hypaware.querying.sources.base import FloorReader, SinkView, _acked, _restr
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["IcebergSource"]
+    from hypaware.iceberg.record import WriterRecord
 
-_PARTITIONS = "hypaware.partitions"
-_FAILED = "hypaware.failed-partitions"
+__all__ = ["IcebergSource"]
 
 
 class IcebergSource:
     """A `TableSink` over `IcebergTableFormat` (see the module doc)."""
 
-    def __init__(self, sink_name: str, table_format: Any) -> None:
+    def __init__(self, sink_name: str, table_format: Any, cache_identity: str | None) -> None:
         self.sink_name = sink_name
         self.table_format = table_format
+        self.cache_identity = cache_identity
         self.part = f"sink {sink_name!r} (Iceberg)"
 
     async def view(self, info: DatasetInfo, filters: Filters, read_floor: FloorReader) -> SinkView:
         import asyncio
 
+        from hypaware.iceberg.record import WriterRecord, read_record, writer_key
+
         try:
             table = await asyncio.to_thread(self.table_format.load_table, info, create=False)
         except Exception as exc:
             raise SourceUnreadableError(self.part, f"cannot load the table: {exc}") from exc
-        listed: set[str] = set()
-        unlisted = 0
+        held = WriterRecord()
+        by_floor = self.cache_identity is None
         if table is not None and table.current_snapshot() is not None:
-            from pyiceberg.table.snapshots import ancestors_of
-
-            for snapshot in ancestors_of(table.current_snapshot(), table.metadata):
-                extra = snapshot.summary.additional_properties if snapshot.summary else {}
-                if "hypaware.batch-id" not in extra:
-                    continue
-                if _PARTITIONS not in extra:
-                    unlisted += 1
-                    continue
-                failed = set(json.loads(extra.get(_FAILED, "[]")))
-                listed.update(p for p in extra[_PARTITIONS].split(",") if p and p not in failed)
+            try:
+                record = read_record(table, self.part)
+            except Exception as exc:
+                raise SourceUnreadableError(self.part, str(exc)) from exc
+            if self.cache_identity is not None:
+                held = record.of(writer_key(self.cache_identity, self.sink_name))
+            by_floor = by_floor or record.legacy
         # Read after the table: a partition acknowledged here was committed by then.
-        floor = read_floor() if unlisted else None
-        return _IcebergView(self, info, table, listed, floor)
+        floor = read_floor() if by_floor else None
+        return _IcebergView(self, info, table, held, floor)
 
 
 class _IcebergView(SinkView):
@@ -66,20 +67,19 @@ class _IcebergView(SinkView):
         source: IcebergSource,
         info: DatasetInfo,
         table: Any,
-        listed: set[str],
+        held: WriterRecord,
         floor: ExportFloor | None,
     ) -> None:
         self.source = source
         self.part = source.part
         self.info = info
         self.table = table
-        self.listed = listed
+        self.held = held
         self.floor = floor
         self.scan: Any = None
 
     def claims(self, part: PartitionRef) -> bool:
-        # Snapshots too large to list their partitions fall back on the progress store.
-        return part.id in self.listed or _acked(self.floor, part)
+        return self.held.holds(part.seq) or _acked(self.floor, part)
 
     def reader(self, filters: Filters, cache_side: Sequence[PartitionRef]) -> pa.RecordBatchReader:
         import pyarrow as pa

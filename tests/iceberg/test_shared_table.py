@@ -1,0 +1,280 @@
+"""Several gateways, one Iceberg table: every row of every cache lands exactly once.
+
+Each gateway has its own cache (seqs from 1, the same hour buckets: aligned
+partition ids) and its own state dir, and they share one table through one
+catalog: a sqlite file, or PostgreSQL, on local disk or S3 (moto). The table
+is read back by pyiceberg and by DuckDB's iceberg extension.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+
+import hypaware
+from hypaware.cli import main
+from hypaware.cli.status import collect_status
+from hypaware.iceberg.catalog import IcebergError
+from hypaware.iceberg.record import SUMMARY_RECORD, read_record
+from hypaware.testing.peers import S3Peer
+from tests.peers_duckdb import DuckDBIceberg, s3_of
+
+from .gateways import (
+    ROWS,
+    export_gateway,
+    fill_gateway,
+    gateway_config,
+    gateway_info,
+    gateway_rows,
+    run_export,
+)
+
+pytestmark = [pytest.mark.iceberg]
+
+GATEWAYS = 4
+
+
+def _local(root: Path, catalog: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return "@hypaware/local-fs", {"root": str(root / "warehouse"), "catalog": catalog}
+
+
+def _s3(peer: S3Peer, prefix: str, catalog: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    return "@hypaware/s3", {
+        "bucket": peer.bucket,
+        "endpoint": peer.endpoint,
+        "allow_http": True,
+        "region": peer.region,
+        "access_key_id": peer.access_key_id,
+        "secret_access_key": peer.secret_access_key,
+        "prefix": prefix,
+        "catalog": catalog,
+    }
+
+
+def _table(doc: dict[str, Any]) -> Any:
+    sink = hypaware.build(
+        hypaware.resolve(hypaware.load_config(doc))[0], config=hypaware.load_config(doc)
+    )
+    return sink, sink.table.load_table(gateway_info())  # type: ignore[attr-defined]
+
+
+def _assert_every_row_once(rows: list[dict[str, Any]], gateways: range) -> None:
+    counts = Counter(r["row_id"] for r in rows)
+    doubled = [k for k, n in counts.items() if n > 1]
+    assert not doubled, f"{len(doubled)} rows doubled, e.g. {doubled[:3]}"
+    expected = {r["row_id"] for g in gateways for r in gateway_rows(g)}
+    missing = expected - set(counts)
+    assert not missing, f"{len(missing)} of {len(expected)} rows missing"
+    assert set(counts) == expected
+
+
+def _concurrently(docs: list[dict[str, Any]], batches: int = 3) -> list[dict[str, Any]]:
+    ctx = multiprocessing.get_context("spawn")
+    manager = ctx.Manager()
+    try:
+        start = manager.Event()
+        with ProcessPoolExecutor(max_workers=len(docs), mp_context=ctx) as pool:
+            futures = [
+                pool.submit(export_gateway, doc, g, start, batches) for g, doc in enumerate(docs)
+            ]
+            start.set()
+            return [f.result(timeout=400) for f in futures]
+    finally:
+        manager.shutdown()
+
+
+def _check_reports(reports: list[dict[str, Any]]) -> None:
+    for g, report in enumerate(reports):
+        assert report["ok"], (g, report["errors"])
+        assert report["rows"] == ROWS, (g, report)
+        assert report["already_held"] == 0, (g, report)
+        ledger = report["ledger"]["messages"]
+        assert ledger["exported"] == ledger["sealed"], (g, ledger)
+
+
+async def _read_back(doc: dict[str, Any], duck: DuckDBIceberg, **s3: Any) -> None:
+    sink, table = _table(doc)
+    try:
+        _assert_every_row_once(table.scan().to_arrow().to_pylist(), range(GATEWAYS))
+        location = table.metadata_location
+        if location.startswith("file://"):
+            location = location[len("file://") :]
+        scanned = duck.scan(location, **s3)
+        assert scanned.num_rows == GATEWAYS * ROWS
+        _assert_every_row_once(scanned.to_pylist(), range(GATEWAYS))
+        record = read_record(table, "test")
+        assert len(record.writers) == GATEWAYS
+        assert all(w.count == 10 for w in record.writers.values())
+    finally:
+        await sink.close()
+
+
+# ------------------------------------------------------------------ one after another
+
+
+async def test_four_gateways_one_after_another_each_land_every_row(tmp_path: Path) -> None:
+    catalog = {"type": "sqlite", "path": str(tmp_path / "catalog.db")}
+    destination, sink = _local(tmp_path, catalog)
+    reports = []
+    for g in range(GATEWAYS):
+        doc = gateway_config(tmp_path, g, destination, sink)
+        reports.append(run_export(doc, fill_gateway(doc, g)))
+    _check_reports(reports)
+    doc = gateway_config(tmp_path, 0, destination, sink)
+    built, table = _table(doc)
+    try:
+        _assert_every_row_once(table.scan().to_arrow().to_pylist(), range(GATEWAYS))
+    finally:
+        await built.close()
+    status = collect_status(hypaware.load_config(doc))
+    (entry,) = status["sinks"]["archive"]["datasets"].values()
+    assert entry["ledger"]["exported"]["rows"] == ROWS
+    assert status["sinks"]["archive"]["lag_rows"] == 0
+
+
+async def test_a_query_from_one_gateway_returns_every_row_once(tmp_path: Path) -> None:
+    catalog = {"type": "sqlite", "path": str(tmp_path / "catalog.db")}
+    destination, sink = _local(tmp_path, catalog)
+    docs = [gateway_config(tmp_path, g, destination, sink) for g in range(GATEWAYS)]
+    caches = [fill_gateway(doc, g) for g, doc in enumerate(docs)]
+    for doc, cache in zip(docs[1:], caches[1:], strict=True):
+        assert run_export(doc, cache)["ok"]
+    # Gateway 0 exports its first rows, then seals more it has not exported.
+    assert run_export(docs[0], caches[0])["rows"] == ROWS
+    more = gateway_rows(0, 1200, start=ROWS, day=1)
+    caches[0].append("messages", pa.Table.from_pylist(more, schema=gateway_info().schema))
+    caches[0].seal()
+    config = hypaware.load_config(docs[0])
+    table = (await hypaware.query_async(config, "messages", sink="archive")).read_all()
+    counts = Counter(table.column("row_id").to_pylist())
+    expected = {r["row_id"] for g in range(GATEWAYS) for r in gateway_rows(g)}
+    expected |= {r["row_id"] for r in more}
+    assert set(counts) == expected and max(counts.values()) == 1
+
+
+# ------------------------------------------------------------------ at once
+
+
+@pytest.mark.slow
+async def test_four_concurrent_gateways_on_a_shared_sqlite_file(
+    tmp_path: Path, duckdb_iceberg: DuckDBIceberg
+) -> None:
+    catalog = {"type": "sqlite", "path": str(tmp_path / "catalog.db"), "lock_timeout": 60}
+    destination, sink = _local(tmp_path, catalog)
+    docs = [gateway_config(tmp_path, g, destination, sink) for g in range(GATEWAYS)]
+    _check_reports(_concurrently(docs))
+    await _read_back(docs[0], duckdb_iceberg)
+
+
+@pytest.mark.slow
+async def test_four_concurrent_gateways_on_postgres_and_local_disk(
+    tmp_path: Path, postgres_catalog_uri: str, duckdb_iceberg: DuckDBIceberg
+) -> None:
+    catalog = {"type": "sql", "uri": postgres_catalog_uri}
+    destination, sink = _local(tmp_path, catalog)
+    docs = [gateway_config(tmp_path, g, destination, sink) for g in range(GATEWAYS)]
+    _check_reports(_concurrently(docs))
+    await _read_back(docs[0], duckdb_iceberg)
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+async def test_four_concurrent_gateways_on_postgres_and_s3(
+    tmp_path: Path, postgres_catalog_uri: str, moto_s3: S3Peer, duckdb_iceberg: DuckDBIceberg
+) -> None:
+    catalog = {"type": "sql", "uri": postgres_catalog_uri}
+    destination, sink = _s3(moto_s3, f"shared-{tmp_path.name}", catalog)
+    docs = [gateway_config(tmp_path, g, destination, sink) for g in range(GATEWAYS)]
+    _check_reports(_concurrently(docs))
+    await _read_back(docs[0], duckdb_iceberg, s3=s3_of(moto_s3))
+
+
+# ------------------------------------------------------------------ evolution
+
+
+async def test_a_gateway_that_adds_a_column_and_widens_an_integer_evolves_the_table(
+    tmp_path: Path,
+) -> None:
+    catalog = {"type": "sqlite", "path": str(tmp_path / "catalog.db")}
+    destination, sink = _local(tmp_path, catalog)
+    old = gateway_config(tmp_path, 0, destination, sink)
+    new = gateway_config(tmp_path, 1, destination, sink)
+    assert run_export(old, fill_gateway(old, 0, info=gateway_info(tokens=pa.int32())))["ok"]
+    report = run_export(new, fill_gateway(new, 1, info=gateway_info(extra=True)))
+    assert report["ok"], report["errors"]
+    assert report["rows"] == ROWS and report["files"] > 0
+    built, table = _table(new)
+    try:
+        rows = table.scan().to_arrow().to_pylist()
+        _assert_every_row_once(rows, range(2))
+        assert {r["region"] for r in rows} == {None, "r1"}
+        schema = table.schema()
+        assert str(schema.find_field("tokens").field_type) == "long"
+    finally:
+        await built.close()
+    # The older gateway keeps exporting its narrower rows into the wider table.
+    cache = fill_gateway(old, 0, info=gateway_info(tokens=pa.int32()), start=ROWS, day=1)
+    assert run_export(old, cache)["rows"] == ROWS
+
+
+def test_an_incompatible_column_parks_the_gateways_partitions_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    catalog = {"type": "sqlite", "path": str(tmp_path / "catalog.db")}
+    destination, sink = _local(tmp_path, catalog)
+    first = gateway_config(tmp_path, 0, destination, sink)
+    assert run_export(first, fill_gateway(first, 0))["ok"]
+    other = gateway_config(tmp_path, 1, destination, sink)
+    # The same rows, but tokens as text: no cast makes them fit the table's long.
+    text = [{**r, "tokens": str(r["tokens"])} for r in gateway_rows(1)]
+    fill_gateway(other, 1, info=gateway_info(tokens=pa.string()), data=text)
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps(other))
+    code = main(["export", "--config", str(path), "--once", "--backfill", "--json"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    report = json.loads(out)["sinks"]["archive"]
+    assert report["parked"] == 10 and report["rows"] == 0
+    assert any("tokens" in e for e in report["errors"]), report["errors"]
+    assert report["ledger"]["messages"]["parked"]["rows"] == ROWS
+
+
+# ------------------------------------------------------------------ bad records
+
+
+async def test_a_malformed_record_is_an_error_naming_the_table_and_snapshot(
+    tmp_path: Path,
+) -> None:
+    catalog = {"type": "sqlite", "path": str(tmp_path / "catalog.db")}
+    destination, sink = _local(tmp_path, catalog)
+    doc = gateway_config(tmp_path, 0, destination, sink)
+    cache = fill_gateway(doc, 0)
+    assert run_export(doc, cache)["ok"]
+    engine = SqlCatalog("hypaware", uri=f"sqlite:///{tmp_path / 'catalog.db'}")
+    try:
+        table = engine.load_table("hyp.messages")
+        rows = pa.Table.from_pylist(gateway_rows(9, 10), schema=table.schema().as_arrow())
+        table.append(rows, snapshot_properties={SUMMARY_RECORD: '{"v": 1, "w": [1]}'})
+        bad = table.current_snapshot().snapshot_id
+        with pytest.raises(IcebergError) as info:
+            read_record(table, "table hyp.messages")
+        assert str(bad) in str(info.value) and "hyp.messages" in str(info.value)
+        assert info.value.retryable is False
+    finally:
+        engine.engine.dispose()
+    # The next export refuses to guess: its partitions wait, named, nothing is written twice.
+    more = gateway_rows(0, 300, start=ROWS, day=1)
+    cache.append("messages", pa.Table.from_pylist(more, schema=gateway_info().schema))
+    cache.seal()
+    report = run_export(doc, cache)
+    assert not report["ok"] and report["rows"] == 0
+    assert any(str(bad) in e and "malformed" in e for e in report["errors"]), report["errors"]
