@@ -21,6 +21,13 @@ sink started the dataset (partitions at or below it were sealed before the
 driver first saw the sink and are not exported unless backfilled), and
 ``backfill_hw`` how far a backfill has come through them. The partitions
 ``backfill_hw < seq <= start_seq`` are "before the start point".
+
+``sent_seq`` is the highest seq this store has ever handed to the sink (in
+any batch, a backfill's included; `reset-progress` leaves it as it is). A
+partition above it that the sink reports as already written was written
+under this cache's identity by someone else: another cache with the same
+identity (a copied or restored cache directory), or an earlier store of
+this cache that was lost. The driver warns (`hypaware.export.passes`).
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ __all__ = ["BINDING_SCHEMA", "CacheBindingMixin", "CacheChange", "StartPoint"]
 BINDING_SCHEMA = """
 ALTER TABLE progress ADD COLUMN start_seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE progress ADD COLUMN backfill_hw INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE progress ADD COLUMN sent_seq INTEGER NOT NULL DEFAULT 0;
+UPDATE progress SET sent_seq = high_water;
 ALTER TABLE sinks ADD COLUMN first_seen_at TEXT;
 UPDATE sinks SET first_seen_at = COALESCE(last_run_at, last_slot);
 CREATE TABLE IF NOT EXISTS cache_changes (
@@ -142,7 +151,7 @@ class CacheBindingMixin:
                 return None
             counts = self._archive(old, now)
             self._db.execute(
-                "UPDATE progress SET high_water = 0, start_seq = 0, backfill_hw = 0,"
+                "UPDATE progress SET high_water = 0, start_seq = 0, backfill_hw = 0, sent_seq = 0,"
                 " started_at = ?, updated_at = ?",
                 (now, now),
             )
@@ -219,6 +228,14 @@ class CacheBindingMixin:
         if row is None:
             return None
         return StartPoint(int(row[0]), int(row[1]), datetime.fromisoformat(row[2]))
+
+    def sent_seq(self, sink: str, dataset: str) -> int:
+        """The highest seq of `dataset` this store has handed to `sink` (0 when none)."""
+        with self._errors("read progress"):
+            row = self._db.execute(
+                "SELECT sent_seq FROM progress WHERE sink = ? AND dataset = ?", (sink, dataset)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
 
     def advance_backfill(self, sink: str, dataset: str, seq: int) -> None:
         """A backfill has sent (exported or respooled) every partition at or below `seq`."""

@@ -271,6 +271,12 @@ class LedgerMixin:
         each dataset of `high_waters` at the given seq. Touches no cache data."""
         now = _now()
         with self._errors("reset progress"), immediate_transaction(self._db):
+            # What was handed to the sink stays known: a reset does not unsend it.
+            sent = dict(
+                self._db.execute(
+                    "SELECT dataset, sent_seq FROM progress WHERE sink = ?", (sink,)
+                ).fetchall()
+            )
             for table in ("progress", "respool", "parked"):
                 self._db.execute(f"DELETE FROM {table} WHERE sink = ?", (sink,))
             self._db.execute(
@@ -283,9 +289,9 @@ class LedgerMixin:
             # Partitions below a reset's new start are before the start point.
             self._db.executemany(
                 "INSERT INTO progress"
-                " (sink, dataset, high_water, start_seq, started_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [(sink, ds, hw, hw, now, now) for ds, hw in high_waters.items()],
+                " (sink, dataset, high_water, start_seq, sent_seq, started_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(sink, ds, hw, hw, sent.get(ds, 0), now, now) for ds, hw in high_waters.items()],
             )
 
     # --------------------------------------------------------------- health

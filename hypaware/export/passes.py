@@ -231,7 +231,8 @@ class Exporter:
             await self._backfill(runner, sink, info, skip, report)
         fresh = self.cache.ready_partitions(info.name, after=high_water)
         parts = retry_refs + [p for p in fresh if p.id not in skip]
-        await self._send_groups(runner, sink, info, parts, report, backfill=False)
+        sent = self.state.sent_seq(name, info.name)
+        await self._send_groups(runner, sink, info, parts, report, backfill=False, sent_before=sent)
         self._report_lag(name, info, report)
         report.ledger[info.name] = dataset_ledger(self.cache, self.state, name, info.name).as_dict()
 
@@ -275,6 +276,7 @@ class Exporter:
         report: SinkReport,
         *,
         backfill: bool,
+        sent_before: int | None = None,
     ) -> None:
         spec = runner.spec
         for group in group_batches(parts, spec.max_batch_rows, spec.max_batch_bytes):
@@ -284,7 +286,16 @@ class Exporter:
             flight = self.state.begin_batch(
                 batch_id, runner.name, info.name, [(p.id, p.seq) for p in group]
             )
-            await self._send(runner, sink, info, flight, group, report, backfill=backfill)
+            await self._send(
+                runner,
+                sink,
+                info,
+                flight,
+                group,
+                report,
+                backfill=backfill,
+                sent_before=sent_before,
+            )
 
     def _resolve(
         self,
@@ -329,7 +340,15 @@ class Exporter:
         report: SinkReport,
         *,
         backfill: bool = False,
+        sent_before: int | None = None,
     ) -> None:
+        """Hand one recorded batch to the sink and settle what it says.
+
+        `sent_before` is the highest seq this store had handed to the sink
+        before the pass (None for batches that may hold partitions sent
+        before: in flight, backfills): a partition above it that the sink
+        already held was written under this cache's identity by someone else.
+        """
         name = runner.name
         if not refs:
             # Everything it held is gone from the cache: settle it so progress moves on.
@@ -421,6 +440,10 @@ class Exporter:
                 "bytes": result.bytes_written,
             },
         )
+        if sent_before is not None and result.already_held:
+            foreign = [p for p in result.already_held if by_id[p].seq > sent_before]
+            if foreign:
+                self._foreign_held(name, info, identity, foreign, report)
         if result.retry_partitions:
             self._failed(runner, info, flight.batch_id, result, report, logged=logged)
         self._notify(
@@ -434,6 +457,32 @@ class Exporter:
             files=result.files_written,
             seconds=seconds,
         )
+
+    def _foreign_held(
+        self, name: str, info: DatasetInfo, identity: str, ids: Sequence[str], report: SinkReport
+    ) -> None:
+        """Say that partitions this store never sent were found written under its identity."""
+        shown = ", ".join(sorted(ids)[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        message = (
+            f"sink {name!r}: dataset {info.name!r}: {len(ids)} partitions this progress store "
+            f"never sent were already written under cache identity {identity} ({shown}) and "
+            "were acknowledged without being written: another cache with this identity (a "
+            "copied or restored cache directory) exports to this destination, or an earlier "
+            "progress store of this cache was lost. If this cache is a copy, its rows in those "
+            "partitions are not at the sink: see docs/export.md, A copied cache"
+        )
+        log.warning(
+            "%s",
+            message,
+            extra={
+                "sink": name,
+                "dataset": info.name,
+                "cache_identity": identity,
+                "partitions": sorted(ids),
+            },
+        )
+        report.notices.append(message)
+        self._notify("error", name, message)
 
     def _failed(
         self,

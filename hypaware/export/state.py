@@ -298,6 +298,12 @@ class ProgressStore(LedgerMixin, CacheBindingMixin):
                 " VALUES (?, ?, ?, ?)",
                 [(batch_id, i, pid, seq) for i, (pid, seq) in enumerate(partitions)],
             )
+            if partitions:
+                self._db.execute(
+                    "UPDATE progress SET sent_seq = MAX(sent_seq, ?)"
+                    " WHERE sink = ? AND dataset = ?",
+                    (max(seq for _, seq in partitions), sink, dataset),
+                )
         return InFlightBatch(batch_id, sink, dataset, tuple(partitions), 0)
 
     def attempt(self, batch_id: str) -> int:

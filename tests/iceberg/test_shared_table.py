@@ -278,3 +278,44 @@ async def test_a_malformed_record_is_an_error_naming_the_table_and_snapshot(
     report = run_export(doc, cache)
     assert not report["ok"] and report["rows"] == 0
     assert any(str(bad) in e and "malformed" in e for e in report["errors"]), report["errors"]
+
+
+def test_a_cache_restored_under_its_old_identity_is_caught_at_the_table(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A backup restored at the same path, on the same host: `made-at` cannot tell it apart.
+
+    The table can: the restored cache seals new partitions with seqs its
+    origin already committed, so its sink finds them held under its identity
+    although its progress store never sent them.
+    """
+    import logging
+    import shutil
+
+    catalog = {"type": "sqlite", "path": str(tmp_path / "catalog.db")}
+    destination, sink = _local(tmp_path, catalog)
+    doc = gateway_config(tmp_path, 0, destination, sink)
+    cache_dir, state_dir = Path(doc["cache"]["path"]), Path(doc["state_dir"])
+    cache = fill_gateway(doc, 0, count=1000, hours=5)
+    assert run_export(doc, cache)["rows"] == 1000
+    shutil.copytree(cache_dir, tmp_path / "backup-cache")
+    shutil.copytree(state_dir, tmp_path / "backup-state")
+    # The origin goes on: five more hours, exported.
+    cache = fill_gateway(doc, 0, count=1000, hours=5, start=1000, day=1)
+    clean = run_export(doc, cache)
+    assert clean["rows"] == 1000 and clean["already_held"] == 0 and not clean["notices"]
+    # The disk dies; both directories come back from the backup, at the same paths.
+    shutil.rmtree(cache_dir)
+    shutil.rmtree(state_dir)
+    shutil.copytree(tmp_path / "backup-cache", cache_dir)
+    shutil.copytree(tmp_path / "backup-state", state_dir)
+    caplog.clear()
+    cache = fill_gateway(doc, 0, count=500, hours=5, start=5000, day=2)
+    with caplog.at_level(logging.WARNING, logger="hypaware.export"):
+        report = run_export(doc, cache)
+    assert "made for" not in caplog.text  # the cache itself cannot tell
+    assert report["already_held"] == 5 and report["rows"] == 500
+    (notice,) = report["notices"]
+    assert "5 partitions this progress store never sent" in notice
+    assert cache.identity in notice and "copied or restored" in notice
+    assert notice in caplog.text
