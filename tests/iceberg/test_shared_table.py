@@ -319,3 +319,101 @@ def test_a_cache_restored_under_its_old_identity_is_caught_at_the_table(
     assert "5 partitions this progress store never sent" in notice
     assert cache.identity in notice and "copied or restored" in notice
     assert notice in caplog.text
+
+
+# ------------------------------------------------------------------ tables from before the record
+
+
+def _old_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commit as releases before the record did: the batch named, its partition ids listed.
+
+    The summary is what 75a4eca wrote (``hypaware.partitions``, no
+    ``hypaware.writer``/``hypaware.writers``): the shape of every table made
+    before cache identities existed.
+    """
+    import hypaware.iceberg.commit as commit
+
+    def old(table: Any, batch: Any, parts: Any, base: dict[str, str], what: str) -> dict[str, str]:
+        return {**base, "hypaware.partitions": ",".join(p.id for p in parts)}
+
+    monkeypatch.setattr(commit, "_record_props", old)
+
+
+async def test_a_table_written_before_the_record_takes_no_listed_id_for_another_caches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Old snapshots list bare partition ids: no other cache's partition is taken for them."""
+    catalog = {"type": "sqlite", "path": str(tmp_path / "catalog.db")}
+    destination, sink = _local(tmp_path, catalog)
+    old = gateway_config(tmp_path, 0, destination, sink)
+    with monkeypatch.context() as patch:
+        _old_shape(patch)
+        assert run_export(old, fill_gateway(old, 0))["rows"] == ROWS
+    built, table = _table(old)
+    try:
+        first = table.current_snapshot().summary.additional_properties
+        assert "hypaware.partitions" in first and SUMMARY_RECORD not in first
+    finally:
+        await built.close()
+    # A second gateway, ids aligned with the first's (seq 1.. of the same hours).
+    new = gateway_config(tmp_path, 1, destination, sink)
+    report = run_export(new, fill_gateway(new, 1))
+    assert report["rows"] == ROWS and report["already_held"] == 0, report
+    # The first gateway, upgraded, goes on; nothing it wrote before is written again.
+    cache = fill_gateway(old, 0, start=ROWS, day=1)
+    again = run_export(old, cache)
+    assert again["rows"] == ROWS and again["already_held"] == 0, again
+    built, table = _table(old)
+    try:
+        rows = table.scan().to_arrow().to_pylist()
+        expected = [*gateway_rows(0), *gateway_rows(0, start=ROWS, day=1), *gateway_rows(1)]
+        assert Counter(r["row_id"] for r in rows) == Counter(r["row_id"] for r in expected)
+        record = read_record(table, "test")
+        assert record.legacy and len(record.writers) == 2
+    finally:
+        await built.close()
+
+
+async def test_a_batch_begun_before_the_upgrade_is_found_by_its_batch_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Committed by the old release, its ack lost; sent again by the new one: not doubled."""
+    from hypaware.core.types import ExportBatch, ExportOptions
+
+    catalog = {"type": "sqlite", "path": str(tmp_path / "catalog.db")}
+    destination, sink = _local(tmp_path, catalog)
+    doc = gateway_config(tmp_path, 0, destination, sink)
+    cache = fill_gateway(doc, 0)
+    parts = tuple(cache.ready_partitions("messages"))
+    batch = ExportBatch(
+        "20260301T101500-0123456789abcdef",  # the driver's shape: its UTC start, then random
+        "archive",
+        gateway_info(),
+        parts,
+        cache_identity=cache.identity,
+    )
+    built, _ = _table(doc)
+    try:
+        with monkeypatch.context() as patch:
+            _old_shape(patch)
+            first = await built.export_batch(batch, ExportOptions())
+        assert len(first.exported) == len(parts) and first.rows_written == ROWS
+        # A later commit of another batch gives the table its record (marked legacy).
+        more = fill_gateway(doc, 0, start=ROWS, day=1)
+        later = tuple(p for p in more.ready_partitions("messages") if p.id not in first.exported)
+        assert later
+        other = ExportBatch(
+            "20261206T000000-fedcba9876543210",
+            "archive",
+            gateway_info(),
+            later,
+            cache_identity=cache.identity,
+        )
+        assert (await built.export_batch(other, ExportOptions())).rows_written == ROWS
+        again = await built.export_batch(batch, ExportOptions(attempt=2))
+        assert sorted(again.exported) == sorted(p.id for p in parts)
+        assert again.rows_written == 0 and not again.retry_partitions
+        table = built.table.load_table(gateway_info())  # type: ignore[attr-defined]
+        assert table.scan().to_arrow().num_rows == 2 * ROWS
+    finally:
+        await built.close()
