@@ -36,9 +36,11 @@ import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
+from pathlib import Path
 
 import attrs
 
+from hypaware.core.errors import StateError
 from hypaware.core.sqlite import immediate_transaction
 
 __all__ = ["BINDING_SCHEMA", "CacheBindingMixin", "CacheChange", "StartPoint"]
@@ -108,6 +110,7 @@ def _now() -> str:
 class CacheBindingMixin:
     """The cache binding and start points of `ProgressStore` (see the module doc)."""
 
+    path: Path
     _db: sqlite3.Connection
     _errors: Callable[[str], AbstractContextManager[None]]
 
@@ -131,12 +134,14 @@ class CacheBindingMixin:
             ).fetchone()
         return str(row[0])
 
-    def bind_cache(self, identity: str) -> CacheChange | None:
+    def bind_cache(self, identity: str, *, may_change: bool = True) -> CacheChange | None:
         """Bind the store to the cache `identity`; the `CacheChange` if it tracked another.
 
         In one transaction: a store that tracked no cache adopts this one; a
         store that tracked another archives what it still owed that cache
-        and restarts every (sink, dataset) it knew at seq 0.
+        and restarts every (sink, dataset) it knew at seq 0. Without
+        `may_change` (the caller does not hold the store's cache lock
+        exclusively) a store found tracking another cache is a `StateError`.
         """
         now = _now()
         with self._errors("bind the store to its cache"), immediate_transaction(self._db):
@@ -149,6 +154,12 @@ class CacheBindingMixin:
             old = str(row[0])
             if old == identity:
                 return None
+            if not may_change:
+                raise StateError(
+                    f"state database {self.path}: another driver bound it to "
+                    f"the cache {old} meanwhile; a driver of the cache {identity} cannot share "
+                    "its state directory"
+                )
             counts = self._archive(old, now)
             self._db.execute(
                 "UPDATE progress SET high_water = 0, start_seq = 0, backfill_hw = 0, sent_seq = 0,"

@@ -285,6 +285,8 @@ class ExportDriver:
             _done, stuck = await asyncio.wait(set(self._tasks), timeout=_CANCEL_WAIT)
             for _task in stuck:
                 log.error("an export task ignored cancellation; it is abandoned")
+        if self._exporter.binding is not None:
+            self._exporter.binding.release()
         self.state.close()
 
     async def _close_sink(self, runner: SinkRunner) -> None:

@@ -9,6 +9,11 @@ between start-up and that pass is left behind.
   is compared with the one the store tracks; a different cache is started
   from its own beginning (`hypaware.export.binding`), with a WARNING, an
   observer ``error`` and a line in every sink's report.
+  One progress store tracks one cache at a time: a driver holds a shared
+  lock on ``<state_dir>/locks/cache.lock`` for as long as it is bound, and
+  starting the store on another cache needs that lock exclusively. So two
+  drivers of different caches on one state directory never take turns
+  resetting each other's progress: the second is refused, naming the file.
 - **Start points** (`fix_start`): a sink the store has never seen starts
   every dataset already in the cache at its newest sealed partition. What is
   sealed at or below it is "before the start point": counted in the log,
@@ -18,7 +23,9 @@ between start-up and that pass is left behind.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +51,13 @@ class Binding:
     identity: str
     standin: bool = False
     change: CacheChange | None = None
+    lock: int | None = attrs.field(default=None, repr=False)
+
+    def release(self) -> None:
+        """Let another driver bind the store (`ExportDriver.close()` calls it)."""
+        if self.lock is not None:
+            os.close(self.lock)  # closing the descriptor drops its flock
+            object.__setattr__(self, "lock", None)
 
     def notices(self) -> list[str]:
         """What every report of this driver says about its cache (empty when all is usual)."""
@@ -60,6 +74,34 @@ class Binding:
 
 def bind(cache: Cache, state: ProgressStore, notify: Callable[..., None]) -> Binding:
     """Bind `state` to `cache` (see the module doc). Raises `CacheError` or `StateError`."""
+    lock = _lock(state)
+    try:
+        binding = _bind(cache, state, notify, lock)
+    except BaseException:
+        os.close(lock)
+        raise
+    return binding
+
+
+def _lock(state: ProgressStore) -> int:
+    path = state.state_dir / "locks" / "cache.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StateError(f"cannot open the cache lock {path}: {exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise StateError(
+            f"the progress store {state.path} is being moved to another cache by another "
+            f"driver ({path} is held); try again when it is done"
+        ) from None
+    return fd
+
+
+def _bind(cache: Cache, state: ProgressStore, notify: Callable[..., None], lock: int) -> Binding:
     raw = getattr(cache, "identity", None)
     standin = raw is None
     if standin:
@@ -74,7 +116,20 @@ def bind(cache: Cache, state: ProgressStore, notify: Callable[..., None]) -> Bin
         )
     else:
         identity = check_identity(raw, f"the identity of the cache {type(cache).__name__}")
-    change = state.bind_cache(identity)
+    tracked = state.cache_identity()
+    moving = tracked is not None and tracked != identity
+    if moving:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise StateError(
+                f"the progress store {state.path} tracks the cache {tracked}, and a driver of "
+                f"that cache is running ({state.state_dir / 'locks' / 'cache.lock'} is held): "
+                f"a driver of the cache {identity} ({type(cache).__name__}) cannot share its "
+                "state directory. Give each cache its own state_dir"
+            ) from None
+    change = state.bind_cache(identity, may_change=moving)
+    fcntl.flock(lock, fcntl.LOCK_SH)
     if change is not None:
         log.warning(
             "%s",
@@ -86,7 +141,7 @@ def bind(cache: Cache, state: ProgressStore, notify: Callable[..., None]) -> Bin
             },
         )
         notify("error", None, change.describe())
-    return Binding(identity, standin, change)
+    return Binding(identity, standin, change, lock)
 
 
 def fix_start(

@@ -220,6 +220,36 @@ async def test_a_replaced_cache_archives_what_was_owed_to_the_old_one(tmp_path: 
     assert {r for r, n in sink.rows.items()} == all_row_ids(fresh)
 
 
+async def test_two_drivers_of_different_caches_on_one_state_dir_stay_refused(
+    tmp_path: Path,
+) -> None:
+    """The second never resets the first's progress; it may bind once the first is closed."""
+    one = make_cache(tmp_path / "one", count=12)
+    two = make_cache(tmp_path / "two", count=9)
+    a, b = ScriptedSink(), ScriptedSink()
+    first = ExportDriver(one, sinks(("a", a)), state=tmp_path / "state")
+    assert (await first.run_once(backfill=True)).ok
+    high_water = first.state.high_water("a", "events")
+    second = ExportDriver(two, sinks(("a", b)), state=tmp_path / "state")
+    report = await second.run_once(backfill=True)
+    (error,) = report.sinks["a"].errors
+    assert "cache.lock" in error and one.identity in error and two.identity in error
+    assert "its own state_dir" in error
+    assert not b.rows and second.state.cache_changes() == []
+    # The first goes on where it was, its progress untouched.
+    assert first.state.high_water("a", "events") == high_water
+    _add(one, 500, 6)
+    assert (await first.run_once()).sinks["a"].rows == 6
+    assert all(n == 1 for n in a.acks.values())
+    await first.close()
+    # With the first gone, the second is a replaced cache: started from its beginning.
+    report = await second.run_once(backfill=True)
+    assert report.sinks["a"].ok and set(b.rows) == all_row_ids(two)
+    (change,) = second.state.cache_changes()
+    assert change.old_identity == one.identity and change.new_identity == two.identity
+    await second.close()
+
+
 # ------------------------------------------------------------------ start points
 
 
