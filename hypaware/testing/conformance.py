@@ -196,6 +196,10 @@ class SinkContract:
         await self._check("respool_into_new_batch_is_idempotent", target)
 
     @pytest.mark.asyncio
+    async def test_aligned_ids_from_two_caches_both_land(self, target: Any) -> None:
+        await self._check("aligned_ids_from_two_caches_both_land", target)
+
+    @pytest.mark.asyncio
     async def test_partition_failure_is_reported(self, target: Any) -> None:
         await self._check("partition_failure_is_reported", target)
 

@@ -3,7 +3,9 @@
 Every row carries a `row_id` that is unique across datasets and partitions
 (``"<dataset>/<partition>/<n>"``) and an integer `value` derived from it, so a
 test can tell a duplicated row from a missing one by reading back only those
-two columns.
+two columns. Partitions made for another cache (``cache="..."``) have the
+same ids and seqs but rows of their own (``"<dataset>/<cache>:<partition>/<n>"``),
+as two gateways' caches do.
 """
 
 from __future__ import annotations
@@ -53,19 +55,27 @@ def _value(seq: int, n: int) -> int:
     return seq * 1_000_003 + n * 7
 
 
-def expected_rows(dataset: str, partition_id: str, rows: int, *, seq: int = 0) -> dict[str, int]:
+def _row_id(dataset: str, partition_id: str, n: int, cache: str) -> str:
+    return f"{dataset}/{cache}:{partition_id}/{n}" if cache else f"{dataset}/{partition_id}/{n}"
+
+
+def expected_rows(
+    dataset: str, partition_id: str, rows: int, *, seq: int = 0, cache: str = ""
+) -> dict[str, int]:
     """``{row_id: value}`` of the rows `sample_partition` makes with the same arguments."""
-    return {f"{dataset}/{partition_id}/{n}": _value(seq, n) for n in range(rows)}
+    return {_row_id(dataset, partition_id, n, cache): _value(seq, n) for n in range(rows)}
 
 
-def sample_table(dataset: DatasetInfo, partition_id: str, rows: int, *, seq: int = 0) -> pa.Table:
+def sample_table(
+    dataset: DatasetInfo, partition_id: str, rows: int, *, seq: int = 0, cache: str = ""
+) -> pa.Table:
     """The rows of one sample partition: all within one hour of one day."""
     import pyarrow as pa
 
     start = BASE_TIME + timedelta(hours=seq % 12)
     return pa.table(
         {
-            "row_id": [f"{dataset.name}/{partition_id}/{n}" for n in range(rows)],
+            "row_id": [_row_id(dataset.name, partition_id, n, cache) for n in range(rows)],
             "ts": [start + timedelta(seconds=n % 3600) for n in range(rows)],
             "key": [f"k{n % 5}" for n in range(rows)],
             "value": [_value(seq, n) for n in range(rows)],
@@ -83,15 +93,19 @@ def sample_partition(
     batch_rows: int = 4,
     fail_after: int | None = None,
     error: BaseException | None = None,
+    cache: str = "",
 ) -> PartitionRef:
     """A partition whose reader streams `rows` sample rows, `batch_rows` at a time.
+
+    `cache` names the cache it comes from: the same id and seq from another
+    cache hold other rows (see the module doc).
 
     With `fail_after`, the reader breaks: ``0`` makes `open()` itself raise,
     ``n > 0`` raises after `n` record batches were read. It raises `error`
     (default: an `OSError` naming the partition), as a cache that lost a
     file would.
     """
-    table = sample_table(dataset, partition_id, rows, seq=seq)
+    table = sample_table(dataset, partition_id, rows, seq=seq, cache=cache)
     boom = error if error is not None else OSError(f"partition {partition_id!r} cannot be read")
 
     def open_reader() -> pa.RecordBatchReader:

@@ -38,6 +38,12 @@ class Promise(enum.Enum):
         "respooled into a new batch (a lost or late ack, a retry), must not duplicate "
         "rows at the destination; the batch id is only for grouping"
     )
+    CACHE_SCOPED = (
+        "a partition is (cache identity, dataset, partition id): two caches send "
+        "partitions with the same ids and seqs (each cache starts at seq 1), and a sink "
+        "must not take one cache's partition for another's; scope every 'already "
+        "written' decision by ExportBatch.cache_identity"
+    )
     #: The former name of `PARTITION_IDEMPOTENT`.
     IDEMPOTENT = PARTITION_IDEMPOTENT
     CLOSE_IDEMPOTENT = "close() must be idempotent: a second close() is a no-op"

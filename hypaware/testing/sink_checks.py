@@ -15,6 +15,7 @@ in `hypaware.testing.sink_harness`.
 from __future__ import annotations
 
 from hypaware.testing.sink_delivery_checks import (
+    check_aligned_ids_from_two_caches_both_land,
     check_exports_every_partition,
     check_partition_failure_is_reported,
     check_reexport_is_idempotent,
@@ -39,6 +40,7 @@ SINK_CHECKS: dict[str, SinkCheck] = {
     "exports_every_partition": check_exports_every_partition,
     "reexport_is_idempotent": check_reexport_is_idempotent,
     "respool_into_new_batch_is_idempotent": check_respool_into_new_batch_is_idempotent,
+    "aligned_ids_from_two_caches_both_land": check_aligned_ids_from_two_caches_both_land,
     "partition_failure_is_reported": check_partition_failure_is_reported,
     "export_after_close_raises": check_export_after_close_raises,
     "close_is_idempotent": check_close_is_idempotent,

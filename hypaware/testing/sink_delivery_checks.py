@@ -3,9 +3,10 @@
 A healthy batch is exported whole and counted right; re-exporting a batch
 (same sink, or after a restart) duplicates nothing; partitions that come
 back under a new batch id (the driver respools a partition whose ack was
-lost or late) duplicate nothing either; a partition that cannot be read
-comes back for retry, and its respool lands it once. The idempotence checks
-need `SinkHarness.read_rows` and fail without it.
+lost or late) duplicate nothing either; partitions of two caches with the
+same ids both land; a partition that cannot be read comes back for retry,
+and its respool lands it once. The idempotence checks need
+`SinkHarness.read_rows` and fail without it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from hypaware.testing.sink_harness import (
 )
 
 __all__ = [
+    "check_aligned_ids_from_two_caches_both_land",
     "check_exports_every_partition",
     "check_partition_failure_is_reported",
     "check_reexport_is_idempotent",
@@ -139,12 +141,18 @@ def _need_rows(h: SinkHarness, check: str) -> None:
         )
 
 
-def _expected(batch: ExportBatch, ids: Iterable[str] | None = None) -> dict[str, int]:
+def _expected(
+    batch: ExportBatch, ids: Iterable[str] | None = None, *, cache: str = ""
+) -> dict[str, int]:
     wanted = None if ids is None else set(ids)
     out: dict[str, int] = {}
     for part in batch.partitions:
         if wanted is None or part.id in wanted:
-            out.update(expected_rows(batch.dataset.name, part.id, part.row_count, seq=part.seq))
+            out.update(
+                expected_rows(
+                    batch.dataset.name, part.id, part.row_count, seq=part.seq, cache=cache
+                )
+            )
     return out
 
 
@@ -283,3 +291,56 @@ async def check_respool_into_new_batch_is_idempotent(h: SinkHarness) -> None:
             doing=doing,
             duplicate_promise=Promise.PARTITION_IDEMPOTENT,
         )
+
+
+async def check_aligned_ids_from_two_caches_both_land(h: SinkHarness) -> None:
+    """Two caches' partitions with the same ids and seqs are two partitions: both land, once."""
+    _need_rows(h, "aligned_ids_from_two_caches_both_land")
+    dataset = sample_dataset("conformance_caches")
+    batches = [
+        sample_batch(
+            dataset,
+            [
+                sample_partition(dataset, f"p{n}", rows, seq=n, cache=cache)
+                for n, rows in ((1, 8), (2, 5))
+            ],
+            batch_id=f"b-{cache}",
+            cache_identity=f"{cache}-0000-cache",
+        )
+        for cache in ("gw-a", "gw-b")
+    ]
+    landed: dict[str, int] = {}
+    async with _closing(h, await _build(h)) as sink:
+        for batch, cache in zip(batches, ("gw-a", "gw-b"), strict=True):
+            doing = (
+                f"exporting batch {batch.batch_id!r} from cache {batch.cache_identity!r} "
+                "(partitions 'p1' and 'p2', the ids and seqs the other cache uses too)"
+            )
+            result = await _export(h, sink, batch, doing=doing)
+            _expect_exported(result, _ids(batch), doing)
+            landed.update(_expected(batch, cache=cache))
+            await _check_landed_scoped(h, dataset, landed, doing)
+        # The second cache's ack was lost: sent again, it still lands once.
+        again = batches[1]
+        doing = f"re-exporting batch {again.batch_id!r} of cache {again.cache_identity!r}"
+        result = await _export(h, sink, again, attempt=2, doing=doing)
+        _expect_exported(result, _ids(again), doing)
+        await _check_landed(
+            h, dataset, landed, doing=doing, duplicate_promise=Promise.PARTITION_IDEMPOTENT
+        )
+
+
+async def _check_landed_scoped(
+    h: SinkHarness, dataset: DatasetInfo, expected: Mapping[str, int], doing: str
+) -> None:
+    """As `_check_landed`; rows missing because their ids were taken as held: CACHE_SCOPED."""
+    try:
+        await _check_landed(h, dataset, expected, doing=doing)
+    except ContractViolation as exc:
+        if exc.promise is Promise.DURABLE:
+            raise ContractViolation(
+                Promise.CACHE_SCOPED,
+                f"{exc.what}: the sink took them for the other cache's partitions with "
+                "the same ids",
+            ) from None
+        raise

@@ -28,6 +28,7 @@ from .toy_sinks import (
     DuplicatingSink,
     ExcludeIgnoringSink,
     ForgetfulSink,
+    IdKeyedSink,
     LeakyReprSink,
     ListSink,
     RaisingSink,
@@ -185,6 +186,24 @@ async def test_dedupe_per_batch_and_partition_is_caught() -> None:
     )
     assert "idempotent per (dataset, partition id), not per batch" in failure.message
     # Every other check passes: only the respool check tells it apart.
+    others = {n: o.status for n, o in outcomes.items() if n != failure.name}
+    assert set(others.values()) <= {"passed", "skipped"}, others
+
+
+async def test_dedupe_per_partition_id_alone_is_caught() -> None:
+    """Passes every check of one cache; a second cache's aligned ids overwrite the first's rows."""
+    outcomes = by_name(await run_sink_checks(harness(IdKeyedSink)))
+    failure = outcomes["aligned_ids_from_two_caches_both_land"]
+    assert failure.status == "failed"
+    assert failure.promise is Promise.CACHE_SCOPED
+    assert failure.message.startswith(
+        "after exporting batch 'b-gw-b' from cache 'gw-b-0000-cache' (partitions 'p1' and "
+        "'p2', the ids and seqs the other cache uses too), 13 row(s) of exported partitions "
+        "are not at the destination"
+    ), failure.message
+    assert "scope every 'already written' decision by ExportBatch.cache_identity" in (
+        failure.message
+    )
     others = {n: o.status for n, o in outcomes.items() if n != failure.name}
     assert set(others.values()) <= {"passed", "skipped"}, others
 

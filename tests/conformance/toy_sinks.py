@@ -28,11 +28,12 @@ class Destination:
     """Where the toy sinks write: rows per (dataset, partition), as a server would keep them."""
 
     def __init__(self) -> None:
-        self.partitions: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        # (cache identity, dataset, partition id): an id is unique only within its cache.
+        self.partitions: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         self.appended: dict[str, list[dict[str, Any]]] = {}
 
     def rows(self, dataset: str) -> list[dict[str, Any]]:
-        out = [row for (ds, _), rows in self.partitions.items() if ds == dataset for row in rows]
+        out = [row for (_, ds, _), rows in self.partitions.items() if ds == dataset for row in rows]
         return out + self.appended.get(dataset, [])
 
 
@@ -50,7 +51,7 @@ class ListSink:
         return [row for record_batch in part.open() for row in record_batch.to_pylist()]
 
     def _store(self, batch: ExportBatch, part_id: str, rows: list[dict[str, Any]]) -> None:
-        self.dest.partitions[(batch.dataset.name, part_id)] = rows
+        self.dest.partitions[(batch.cache_identity, batch.dataset.name, part_id)] = rows
 
     async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
         if self._closed:
@@ -92,7 +93,15 @@ class BatchKeyedSink(ListSink):
     """Dedupes per (batch id, partition): a partition respooled into a new batch lands twice."""
 
     def _store(self, batch: ExportBatch, part_id: str, rows: list[dict[str, Any]]) -> None:
-        self.dest.partitions[(batch.dataset.name, f"{batch.batch_id}/{part_id}")] = rows
+        key = (batch.cache_identity, batch.dataset.name, f"{batch.batch_id}/{part_id}")
+        self.dest.partitions[key] = rows
+
+
+class IdKeyedSink(ListSink):
+    """Keys partitions by (dataset, id) alone: a second cache's p1 replaces the first's."""
+
+    def _store(self, batch: ExportBatch, part_id: str, rows: list[dict[str, Any]]) -> None:
+        self.dest.partitions[("", batch.dataset.name, part_id)] = rows
 
 
 class BlockingCloseSink(ListSink):
@@ -152,7 +161,7 @@ class ScanListSink(ListSink):
     ) -> pa.RecordBatchReader:
         rows = [
             row
-            for (name, part_id), held in sorted(self.dest.partitions.items())
+            for (_, name, part_id), held in sorted(self.dest.partitions.items())
             if name == dataset.name and part_id not in self._left_out(exclude)
             for row in held
         ]

@@ -5,7 +5,9 @@ dataset's columns plus ``_hyp_partition``. Queryable: `scan` reads a table
 back and leaves out the partitions hypaware's query planner names. Exactly once per partition: a
 partition's rows and its entry in the ``_hypaware_exports`` ledger are
 committed in one transaction, and a partition already in the ledger is
-acknowledged without writing again. So re-exporting a batch (a retry, a
+acknowledged without writing again. The ledger is keyed by (cache identity,
+dataset, partition id): a partition id is unique only within the cache that
+made it, so two gateways exporting into one database both land. So re-exporting a batch (a retry, a
 respool, a restart after a crash before the ack) never doubles a row, and a
 failure half-way through a partition leaves nothing of it behind.
 
@@ -199,7 +201,8 @@ class SqliteSink:
                 f"CREATE TABLE IF NOT EXISTS {LEDGER} ("
                 "dataset TEXT NOT NULL, partition_id TEXT NOT NULL, batch_id TEXT NOT NULL, "
                 "row_count INTEGER NOT NULL, exported_at TEXT NOT NULL, "
-                "PRIMARY KEY (dataset, partition_id))"
+                "cache_identity TEXT NOT NULL, "
+                "PRIMARY KEY (cache_identity, dataset, partition_id))"
             )
             self._conn = conn
         return self._conn
@@ -226,19 +229,21 @@ class SqliteSink:
             conn.execute("BEGIN IMMEDIATE")  # take the write lock before reading the ledger
             try:
                 done = conn.execute(
-                    f"SELECT 1 FROM {LEDGER} WHERE dataset = ? AND partition_id = ?",
-                    (dataset.name, part.id),
+                    f"SELECT 1 FROM {LEDGER}"
+                    " WHERE cache_identity = ? AND dataset = ? AND partition_id = ?",
+                    (batch.cache_identity, dataset.name, part.id),
                 ).fetchone()
                 written = 0 if done else self._insert_rows(conn, table, dataset, part)
                 if not done:
                     conn.execute(
-                        f"INSERT INTO {LEDGER} VALUES (?, ?, ?, ?, ?)",
+                        f"INSERT INTO {LEDGER} VALUES (?, ?, ?, ?, ?, ?)",
                         (
                             dataset.name,
                             part.id,
                             batch.batch_id,
                             written,
                             datetime.now(UTC).isoformat(),
+                            batch.cache_identity,
                         ),
                     )
                 conn.execute("COMMIT")
