@@ -40,17 +40,38 @@ def _median(fn: Callable[[], Any], repeat: int) -> float:
 
 
 def _grow(catalog: Any, name: str, snapshots: int, foreign: int) -> Any:
+    """A table with `snapshots` hypaware snapshots and `foreign` other-engine ones on top.
+
+    One real append makes a data file and a manifest list; every further
+    snapshot is added to the metadata directly, reusing that manifest list,
+    as the record lives in the summaries alone. Building thousands of real
+    appends costs O(n^2) in manifest-list rewrites and is not what is timed.
+    """
+    from pyiceberg.table.refs import SnapshotRefType
+    from pyiceberg.table.snapshots import Operation, Snapshot, Summary
+    from pyiceberg.table.update import AddSnapshotUpdate, SetSnapshotRefUpdate
+
     from hypaware.iceberg.record import SUMMARY_RECORD, SUMMARY_WRITER, TableRecord
 
     schema = pa.schema([("ts", pa.int64()), ("v", pa.string())])
     table = catalog.create_table(name, schema=schema)
-    tiny = pa.table({"ts": [1], "v": ["x"]}, schema=schema)
-    record = TableRecord()
-    made = 0
-    while made < snapshots:
-        # Many appends per transaction: one metadata file per 100 snapshots, not per snapshot.
-        with table.transaction() as tx:
-            for _ in range(min(100, snapshots - made)):
+    record = TableRecord().with_commit("cache-00000000", "archive", [1], 0)
+    table.append(
+        pa.table({"ts": [1], "v": ["x"]}, schema=schema),
+        snapshot_properties={
+            "hypaware.batch-id": "b0",
+            SUMMARY_WRITER: "cache-00000000",
+            SUMMARY_RECORD: record.dumps(),
+        },
+    )
+    base = table.current_snapshot()
+    assert base is not None
+    parent, seq, ts = base.snapshot_id, base.sequence_number, base.timestamp_ms
+    made = 1
+    while made < snapshots + foreign:
+        updates: list[Any] = []
+        for _ in range(min(250, snapshots + foreign - made)):
+            if made < snapshots:
                 key = f"cache-{made % 4:08d}"
                 record = record.with_commit(key, "archive", [made // 4 + 1], 0)
                 props = {
@@ -58,12 +79,26 @@ def _grow(catalog: Any, name: str, snapshots: int, foreign: int) -> Any:
                     SUMMARY_WRITER: key,
                     SUMMARY_RECORD: record.dumps(),
                 }
-                tx.append(tiny, snapshot_properties=props)
-                made += 1
-    if foreign:
+            else:
+                props = {}
+            seq, ts = seq + 1, ts + 1
+            snap = Snapshot(
+                snapshot_id=parent + 1,
+                parent_snapshot_id=parent,
+                sequence_number=seq,
+                timestamp_ms=ts,
+                manifest_list=base.manifest_list,
+                summary=Summary(Operation.APPEND, **props),
+                schema_id=base.schema_id,
+            )
+            updates.append(AddSnapshotUpdate(snapshot=snap))
+            parent = snap.snapshot_id
+            made += 1
+        updates.append(
+            SetSnapshotRefUpdate(ref_name="main", type=SnapshotRefType.BRANCH, snapshot_id=parent)
+        )
         with table.transaction() as tx:
-            for _ in range(foreign):
-                tx.append(tiny)
+            tx._apply(tuple(updates))
     return catalog.load_table(name)
 
 

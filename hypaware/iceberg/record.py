@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -131,11 +131,8 @@ def read_record(table: Table, what: str) -> TableRecord:
     new ones and write them twice.
     """
     metadata = table.metadata
-    current = table.current_snapshot()
     legacy = False
-    by_id: dict[int, Any] | None = None
-    snapshot = current
-    while snapshot is not None:
+    for snapshot in _ancestry(metadata.snapshots, metadata.current_snapshot_id):
         extra = snapshot.summary.additional_properties if snapshot.summary else {}
         raw = extra.get(SUMMARY_RECORD)
         if raw is not None:
@@ -145,13 +142,35 @@ def read_record(table: Table, what: str) -> TableRecord:
             return record
         if _BATCH_ID in extra:
             legacy = True
-        parent = snapshot.parent_snapshot_id
-        if parent is None:
-            break
-        if by_id is None:  # more than one step back: index the snapshots once
-            by_id = {s.snapshot_id: s for s in metadata.snapshots}
-        snapshot = by_id.get(parent)
     return TableRecord({}, legacy, None, None)
+
+
+def _ancestry(snapshots: Sequence[Any], current: int | None) -> Iterator[Any]:
+    """The current snapshot, then its parent, and so on.
+
+    Iceberg appends snapshots to the metadata in commit order, so an
+    ancestor always sits before its child: walking the list from its end
+    finds the current snapshot at once and each parent a few steps back,
+    whatever the table's history. A list out of that order (nothing known
+    writes one) falls back to an index built once.
+    """
+    target = current
+    for snapshot in reversed(snapshots):
+        if target is None:
+            return
+        if snapshot.snapshot_id == target:
+            yield snapshot
+            target = snapshot.parent_snapshot_id
+    if target is not None:
+        by_id = {s.snapshot_id: s for s in snapshots}
+        for _ in range(len(snapshots)):  # bounded: a parent loop must not hang a commit
+            snapshot = by_id.get(target)
+            if snapshot is None:
+                return
+            yield snapshot
+            target = snapshot.parent_snapshot_id
+            if target is None:
+                return
 
 
 def _parse(raw: str, what: str, snapshot_id: int) -> TableRecord:

@@ -53,3 +53,16 @@ def test_the_pass_benchmark_runs_cold_and_warm_at_a_tiny_size() -> None:
     assert proc.returncode in (0, 1), proc.stderr
     for line in ("cold (new process)", "warm (driver used once)", "warm vs sort+append"):
         assert line in proc.stdout
+
+
+def test_record_benchmark_runs_at_a_tiny_size() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.iceberg_record", "--snapshots", "120", "--repeat", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "read_record (20 foreign on top)" in proc.stdout
+    assert " 120 " in proc.stdout

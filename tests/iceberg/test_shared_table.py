@@ -186,10 +186,18 @@ async def test_four_concurrent_gateways_on_postgres_and_local_disk(
 
 @pytest.mark.slow
 @pytest.mark.s3
-async def test_four_concurrent_gateways_on_postgres_and_s3(
-    tmp_path: Path, postgres_catalog_uri: str, moto_s3: S3Peer, duckdb_iceberg: DuckDBIceberg
+@pytest.mark.parametrize("catalog_kind", ["postgres", "sqlite"])
+async def test_four_concurrent_gateways_on_s3(
+    catalog_kind: str,
+    tmp_path: Path,
+    moto_s3: S3Peer,
+    duckdb_iceberg: DuckDBIceberg,
+    request: pytest.FixtureRequest,
 ) -> None:
-    catalog = {"type": "sql", "uri": postgres_catalog_uri}
+    if catalog_kind == "postgres":
+        catalog = {"type": "sql", "uri": request.getfixturevalue("postgres_catalog_uri")}
+    else:
+        catalog = {"type": "sqlite", "path": str(tmp_path / "catalog.db"), "lock_timeout": 60}
     destination, sink = _s3(moto_s3, f"shared-{tmp_path.name}", catalog)
     docs = [gateway_config(tmp_path, g, destination, sink) for g in range(GATEWAYS)]
     _check_reports(_concurrently(docs))
