@@ -53,6 +53,7 @@ from hypaware.core.types import (
     ExportResult,
     PartitionRef,
     RetryPartition,
+    writer_key,
 )
 
 __all__ = ["BlobSink"]
@@ -157,8 +158,7 @@ class BlobSink(FileWriter, AsyncClosing):
         # before and sent again (its ack was lost): writing it again would
         # double its rows, so it is acknowledged as it is.
         where = self.location
-        # A batch made by hand (no identity) is taken as this sink's only writer's.
-        writer = batch.cache_identity or f"sink:{self.name}"
+        writer = writer_key(batch.cache_identity, self.name)
         if not self._adopted:
             adopted = self.index.adopt(writer, where)
             if adopted:

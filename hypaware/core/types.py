@@ -24,6 +24,7 @@ __all__ = [
     "PartitionRef",
     "RequestEvent",
     "RetryPartition",
+    "writer_key",
 ]
 
 
@@ -143,6 +144,16 @@ class PartitionRef:
             return reader.read_all()
         finally:
             reader.close()
+
+
+def writer_key(cache_identity: str, sink: str) -> str:
+    """The key one writer's partitions are scoped by at a destination.
+
+    It is the cache identity; a batch made outside a driver has none
+    (``""``), and its partitions are then scoped by the sink's name, which
+    is exactly-once only while a single cache writes through that sink.
+    """
+    return cache_identity or f"sink:{sink}"
 
 
 @attrs.frozen

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from hypaware.core.types import writer_key
 from hypaware.iceberg.catalog import IcebergError
 
 if TYPE_CHECKING:
@@ -54,16 +55,6 @@ RECORD_VERSION = 1
 _BATCH_ID = "hypaware.batch-id"
 
 Intervals = tuple[tuple[int, int], ...]
-
-
-def writer_key(cache_identity: str, sink: str) -> str:
-    """The record's key for a batch: its cache identity, or the sink for a hand-made batch.
-
-    A batch made outside a driver has no identity (``""``): its partitions
-    are then scoped by the sink's name, which is exactly-once only while a
-    single cache writes through that sink.
-    """
-    return cache_identity or f"sink:{sink}"
 
 
 def _merge(intervals: Iterable[tuple[int, int]]) -> Intervals:
