@@ -114,6 +114,19 @@ class S3Peer:
         )
         client.create_bucket(Bucket=name)
 
+    def destination_config(self, prefix: str = "", **extra: object) -> dict[str, object]:
+        """The ``config`` of an ``@hypaware/s3`` sink on this server (`extra` adds or overrides)."""
+        return {
+            "bucket": self.bucket,
+            "endpoint": self.endpoint,
+            "allow_http": True,
+            "region": self.region,
+            "access_key_id": self.access_key_id,
+            "secret_access_key": self.secret_access_key,
+            "prefix": prefix,
+            **extra,
+        }
+
     def store_kwargs(self) -> dict[str, object]:
         """Keyword arguments for ``obstore.store.S3Store(bucket, **kwargs)``."""
         return {

@@ -20,16 +20,7 @@ pytestmark = [pytest.mark.iceberg, pytest.mark.s3]
 
 
 def _s3(peer: S3Peer, prefix: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "bucket": peer.bucket,
-        "endpoint": peer.endpoint,
-        "allow_http": True,
-        "region": peer.region,
-        "access_key_id": peer.access_key_id,
-        "secret_access_key": peer.secret_access_key,
-        "prefix": prefix,
-        **extra,
-    }
+    return peer.destination_config(prefix, **extra)
 
 
 async def test_iceberg_on_s3_end_to_end(tmp_path: Path, moto_s3: S3Peer) -> None:

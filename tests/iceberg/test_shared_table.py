@@ -46,16 +46,7 @@ def _local(root: Path, catalog: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def _s3(peer: S3Peer, prefix: str, catalog: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    return "@hypaware/s3", {
-        "bucket": peer.bucket,
-        "endpoint": peer.endpoint,
-        "allow_http": True,
-        "region": peer.region,
-        "access_key_id": peer.access_key_id,
-        "secret_access_key": peer.secret_access_key,
-        "prefix": prefix,
-        "catalog": catalog,
-    }
+    return "@hypaware/s3", peer.destination_config(prefix, catalog=catalog)
 
 
 def _table(doc: dict[str, Any]) -> Any:

@@ -27,15 +27,7 @@ QUESTIONS: list[dict[str, Any]] = [
 
 
 def _s3(peer: S3Peer, prefix: str) -> dict[str, Any]:
-    return {
-        "bucket": peer.bucket,
-        "endpoint": peer.endpoint,
-        "allow_http": True,
-        "region": peer.region,
-        "access_key_id": peer.access_key_id,
-        "secret_access_key": peer.secret_access_key,
-        "prefix": prefix,
-    }
+    return peer.destination_config(prefix)
 
 
 def _sorted(table: pa.Table) -> pa.Table:
