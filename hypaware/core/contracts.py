@@ -281,12 +281,15 @@ class QueryableSink(Sink, Protocol):
         """Stream the dataset's rows held by this sink, restricted to `columns` and `filter`.
 
         - `columns`: the columns to return, in this order (None: every
-          column of `dataset.schema`). Types are those of the dataset's schema
-          or ones that cast to them.
+          column of `dataset.schema`), each in exactly the type the dataset's
+          schema gives it (cast before returning if the engine reads another:
+          a type that merely casts, such as a time as epoch seconds, can be
+          another value), with every value as exported, nulls included.
         - `filter`: rows to keep, a tree of `hypaware.core.filter` nodes already
           checked against `dataset` (`hypaware.core.filter_bind.bind_filter`);
-          compile it with `to_arrow` or for the sink's own engine. A sink may
-          prune with it and must not return a row it rejects.
+          compile it with `to_arrow` or for the sink's own engine. Return
+          exactly the rows it passes: none it rejects, none missing (a null
+          passes no comparison, as in SQL and pyarrow).
         - `exclude`: partition ids whose rows must not be returned, not one
           row of them. The query planner passes the partitions the cache
           answers for and those pending or in flight (a partition committed by

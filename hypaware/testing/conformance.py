@@ -36,6 +36,7 @@ import pytest
 from hypaware.core.contracts import BlobStore, Sink
 from hypaware.core.types import DatasetInfo, ExportBatch
 from hypaware.testing.data import sample_batch, sample_dataset, sample_partition
+from hypaware.testing.encoder_checks import ENCODER_CHECKS
 from hypaware.testing.encoder_contract import EncoderContract, EncoderHarness, run_encoder_checks
 from hypaware.testing.promises import CheckSkipped, ContractViolation, HookMissing, Promise
 from hypaware.testing.queryable_checks import QUERYABLE_CHECKS
@@ -45,6 +46,10 @@ from hypaware.testing.sink_harness import SinkHarness
 from hypaware.testing.store_checks import STORE_CHECKS, StoreHarness
 
 __all__ = [
+    "ENCODER_CHECK_NAMES",
+    "QUERYABLE_CHECK_NAMES",
+    "SINK_CHECK_NAMES",
+    "STORE_CHECK_NAMES",
     "BlobStoreContract",
     "CheckOutcome",
     "CheckSkipped",
@@ -67,6 +72,15 @@ H = TypeVar("H")
 
 _ALL_SINK_CHECKS = {**SINK_CHECKS, **QUERYABLE_CHECKS}
 
+#: The checks `run_sink_checks` runs, in order (a `SinkContract` test is ``test_<name>``).
+SINK_CHECK_NAMES: tuple[str, ...] = tuple(SINK_CHECKS)
+#: The checks `run_queryable_checks` adds for a sink that claims ``queryable``.
+QUERYABLE_CHECK_NAMES: tuple[str, ...] = tuple(QUERYABLE_CHECKS)
+#: The checks `run_encoder_checks` runs.
+ENCODER_CHECK_NAMES: tuple[str, ...] = tuple(ENCODER_CHECKS)
+#: The checks `run_store_checks` runs.
+STORE_CHECK_NAMES: tuple[str, ...] = tuple(STORE_CHECKS)
+
 
 async def run_sink_checks(
     harness: SinkHarness, only: Iterable[str] | None = None
@@ -84,7 +98,11 @@ async def run_sink_checks(
 async def run_queryable_checks(
     harness: SinkHarness, only: Iterable[str] | None = None
 ) -> list[CheckOutcome]:
-    """Run the checks of a sink that claims ``queryable`` (all, or those in `only`)."""
+    """Run the checks of a sink that claims ``queryable`` (all, or those in `only`).
+
+    These are the checks in `QUERYABLE_CHECK_NAMES`, on top of (not
+    including) `run_sink_checks`' own: run both for a queryable sink.
+    """
     return await _run(QUERYABLE_CHECKS, harness, only, harness.skip_checks, _ALL_SINK_CHECKS)
 
 
@@ -231,14 +249,27 @@ class SinkContract:
 class QueryableSinkContract(SinkContract):
     """A queryable sink's conformance tests: every `SinkContract` check, and exact reads.
 
-    `scan()` returns every committed row once, leaves out the partitions in
-    `exclude`, and honours `columns` and `filter`; and `hypaware.query`
-    reads every row once after the sink commits a batch whose ack is lost.
+    `scan()` returns every committed row once with its exported values and
+    exact types, leaves out the partitions in `exclude` (every subset),
+    and honours `columns` and `filter`; and `hypaware.query` reads every
+    row once after the sink commits a batch whose ack is lost.
     """
 
     @pytest.mark.asyncio
     async def test_scan_is_exact(self, target: Any) -> None:
         await self._queryable("scan_is_exact", target)
+
+    @pytest.mark.asyncio
+    async def test_scan_honours_exclude(self, target: Any) -> None:
+        await self._queryable("scan_honours_exclude", target)
+
+    @pytest.mark.asyncio
+    async def test_scan_honours_projection(self, target: Any) -> None:
+        await self._queryable("scan_honours_projection", target)
+
+    @pytest.mark.asyncio
+    async def test_scan_honours_filter(self, target: Any) -> None:
+        await self._queryable("scan_honours_filter", target)
 
     @pytest.mark.asyncio
     async def test_query_after_lost_ack_reads_rows_once(self, target: Any) -> None:

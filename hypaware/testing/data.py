@@ -67,9 +67,18 @@ def expected_rows(
 
 
 def sample_table(
-    dataset: DatasetInfo, partition_id: str, rows: int, *, seq: int = 0, cache: str = ""
+    dataset: DatasetInfo,
+    partition_id: str,
+    rows: int,
+    *,
+    seq: int = 0,
+    cache: str = "",
+    nulls: bool = False,
 ) -> pa.Table:
-    """The rows of one sample partition: all within one hour of one day."""
+    """The rows of one sample partition: all within one hour of one day.
+
+    With `nulls`, every sixth row's ``key`` is null.
+    """
     import pyarrow as pa
 
     start = BASE_TIME + timedelta(hours=seq % 12)
@@ -77,7 +86,7 @@ def sample_table(
         {
             "row_id": [_row_id(dataset.name, partition_id, n, cache) for n in range(rows)],
             "ts": [start + timedelta(seconds=n % 3600) for n in range(rows)],
-            "key": [f"k{n % 5}" for n in range(rows)],
+            "key": [None if nulls and n % 6 == 5 else f"k{n % 5}" for n in range(rows)],
             "value": [_value(seq, n) for n in range(rows)],
         },
         schema=dataset.schema,
@@ -94,18 +103,19 @@ def sample_partition(
     fail_after: int | None = None,
     error: BaseException | None = None,
     cache: str = "",
+    nulls: bool = False,
 ) -> PartitionRef:
     """A partition whose reader streams `rows` sample rows, `batch_rows` at a time.
 
     `cache` names the cache it comes from: the same id and seq from another
-    cache hold other rows (see the module doc).
+    cache hold other rows (see the module doc). `nulls` as in `sample_table`.
 
     With `fail_after`, the reader breaks: ``0`` makes `open()` itself raise,
     ``n > 0`` raises after `n` record batches were read. It raises `error`
     (default: an `OSError` naming the partition), as a cache that lost a
     file would.
     """
-    table = sample_table(dataset, partition_id, rows, seq=seq, cache=cache)
+    table = sample_table(dataset, partition_id, rows, seq=seq, cache=cache, nulls=nulls)
     boom = error if error is not None else OSError(f"partition {partition_id!r} cannot be read")
 
     def open_reader() -> pa.RecordBatchReader:

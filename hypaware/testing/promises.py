@@ -71,11 +71,24 @@ class Promise(enum.Enum):
     SECRETS = "secrets must never appear in repr(), str(), log records or error messages"
     SCAN_EXACT = (
         "QueryableSink.scan must return exactly the rows of the partitions the sink "
-        "committed, each once, and none of a partition named in exclude"
+        "committed, each once"
+    )
+    SCAN_VALUES = (
+        "QueryableSink.scan must return every value as it was exported, nulls included, "
+        "in the dataset's exact Arrow types (a type that merely casts is not enough: "
+        "epoch seconds cast to a timestamp are another time)"
+    )
+    SCAN_EXCLUDE = (
+        "QueryableSink.scan must return no row of any partition named in exclude, "
+        "and every row of every other committed partition, whichever ids exclude names"
     )
     SCAN_PROJECTION = (
-        "QueryableSink.scan must return the requested columns, in order, with the "
-        "dataset's types, and only rows its filter passes"
+        "QueryableSink.scan must return exactly the requested columns, in order, with "
+        "the dataset's exact types"
+    )
+    SCAN_FILTER = (
+        "QueryableSink.scan must return exactly the rows its filter passes (a null "
+        "compared to anything does not pass), none it rejects and none missing"
     )
     ENCODER_ROLLOVER = (
         "an Encoder must begin a new file once the current one reaches its target size"

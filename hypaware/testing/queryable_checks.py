@@ -1,80 +1,74 @@
 """Conformance checks for sinks that claim ``queryable``: reads are exact.
 
-`scan_is_exact` calls `QueryableSink.scan` directly: every committed row
-once, none of a partition in `exclude`, the columns asked for, only rows the
-filter passes. `query_after_lost_ack_reads_rows_once` runs the real export
-driver and query planner over a local cache: the sink commits a batch, the
-process "dies" before the driver records the ack, and `hypaware.query` must
-still return every row once (the partitions in flight are read from the
-cache and left out of the sink). First-party sinks read through their own
-query sources take only the second check.
+The scan checks call `QueryableSink.scan` directly, after exporting one
+batch of five partitions whose ``key`` column holds nulls, and compare what
+comes back with what was exported:
+
+- `scan_is_exact`: every committed row once, each value as exported (nulls
+  included), each column in the dataset's exact Arrow type;
+- `scan_honours_exclude`: for every subset of the five partition ids
+  (all 32), none of the excluded partitions' rows and all of the others';
+- `scan_honours_projection`: the columns asked for, in order, exact types,
+  exact values;
+- `scan_honours_filter`: exactly the rows each of several filters passes
+  (comparisons, a null test, a negation, an ``or``).
+
+`query_after_lost_ack_reads_rows_once` runs the real export driver and query
+planner (`hypaware.testing.queryable_lost_ack`). First-party sinks read
+through their own query sources take only that last check.
 """
 
 from __future__ import annotations
 
-import asyncio
-import tempfile
-from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable
-from pathlib import Path
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from hypaware.core.contracts import QueryableSink, Sink
-from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult
-from hypaware.testing.data import expected_rows, sample_dataset, sample_table
+import attrs
+
+from hypaware.core.contracts import QueryableSink
+from hypaware.testing.data import sample_batch, sample_dataset, sample_partition, sample_table
 from hypaware.testing.promises import CheckSkipped, ContractViolation, Promise
-from hypaware.testing.sink_harness import (
-    SinkHarness,
-    _build,
-    _closing,
-    _export,
-    _healthy_batch,
-)
+from hypaware.testing.queryable_lost_ack import check_query_after_lost_ack_reads_rows_once
+from hypaware.testing.scan_rules import expect_ids, expect_types, expect_values, ids_once
+from hypaware.testing.sink_harness import SinkHarness, _build, _closing, _export
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from hypaware.core.filter import Filter
+    from hypaware.core.types import DatasetInfo
+
 __all__ = ["QUERYABLE_CHECKS"]
 
-
-def _ids_once(table: pa.Table, doing: str) -> Counter[str]:
-    counts = Counter(str(r) for r in table.column("row_id").to_pylist())
-    twice = sorted(r for r, n in counts.items() if n > 1)
-    if twice:
-        raise ContractViolation(
-            Promise.SCAN_EXACT, f"{doing} returned {len(twice)} row(s) twice (e.g. {twice[:3]})"
-        )
-    return counts
+_SIZES = (12, 7, 5, 9, 4)
 
 
-def _expect(counts: Counter[str], expected: Iterable[str], doing: str) -> None:
-    want = set(expected)
-    missing = sorted(want - set(counts))
-    extra = sorted(set(counts) - want)
-    if missing or extra:
-        raise ContractViolation(
-            Promise.SCAN_EXACT,
-            f"{doing} returned {len(extra)} row(s) it should not (e.g. {extra[:3]}) and "
-            f"missed {len(missing)} (e.g. {missing[:3]})",
-        )
+@attrs.frozen
+class _Exported:
+    """A sink holding one committed batch, and what that batch held."""
+
+    sink: QueryableSink
+    dataset: DatasetInfo
+    rows: dict[str, dict[str, Any]]  # row id -> row, as exported
+    parts: dict[str, frozenset[str]]  # partition id -> its row ids
+
+    def scan(self, doing: str, promise: Promise, **kw: Any) -> pa.Table:
+        try:
+            return self.sink.scan(self.dataset, **kw).read_all()
+        except Exception as exc:
+            raise ContractViolation(promise, f"{doing} raised {type(exc).__name__}: {exc}") from exc
 
 
-def _scan(sink: QueryableSink, dataset: DatasetInfo, doing: str, **kw: Any) -> pa.Table:
-    try:
-        return sink.scan(dataset, **kw).read_all()
-    except Exception as exc:
-        raise ContractViolation(
-            Promise.SCAN_EXACT, f"{doing} raised {type(exc).__name__}: {exc}"
-        ) from exc
-
-
-async def check_scan_is_exact(h: SinkHarness) -> None:
-    """`scan`: committed rows once, `exclude` honoured, projection and filter honoured."""
-    from hypaware.core.filter import col
-    from hypaware.core.filter_bind import bind_filter
-
-    batch = _healthy_batch("conformance_scan", [12, 7, 5], batch_id="b1")
-    dataset = batch.dataset
+@contextlib.asynccontextmanager
+async def _exported(h: SinkHarness, name: str) -> AsyncIterator[_Exported]:
+    dataset = sample_dataset(name)
+    parts = [
+        sample_partition(dataset, f"p{n}", rows, seq=n, nulls=True)
+        for n, rows in enumerate(_SIZES, start=1)
+    ]
+    batch = sample_batch(dataset, parts, batch_id="b1")
     async with _closing(h, await _build(h)) as sink:
         if not callable(getattr(sink, "scan", None)):
             raise CheckSkipped(
@@ -83,127 +77,101 @@ async def check_scan_is_exact(h: SinkHarness) -> None:
             )
         assert isinstance(sink, QueryableSink)
         await _export(h, sink, batch)
-        every: dict[str, int] = {}
-        for part in batch.partitions:
-            every.update(expected_rows(dataset.name, part.id, part.row_count, seq=part.seq))
-        doing = f"scan() after exporting batch {batch.batch_id!r}"
-        _expect(_ids_once(_scan(sink, dataset, doing), doing), every, doing)
+        rows: dict[str, dict[str, Any]] = {}
+        ids: dict[str, frozenset[str]] = {}
+        for part in parts:
+            table = sample_table(dataset, part.id, part.row_count, seq=part.seq, nulls=True)
+            held = {str(r["row_id"]): r for r in table.to_pylist()}
+            rows.update(held)
+            ids[part.id] = frozenset(held)
+        yield _Exported(sink, dataset, rows, ids)
 
-        doing = "scan(exclude={'p2'})"
-        got = _ids_once(_scan(sink, dataset, doing, exclude=frozenset({"p2"})), doing)
-        _expect(got, [r for r in every if "/p2/" not in r], doing)
 
-        doing = "scan(columns=['value', 'row_id'])"
-        table = _scan(sink, dataset, doing, columns=["value", "row_id"])
-        if table.schema.names != ["value", "row_id"]:
+async def check_scan_is_exact(h: SinkHarness) -> None:
+    """`scan()`: every committed row once, values as exported, the dataset's exact types."""
+    async with _exported(h, "conformance_scan") as ex:
+        doing = "scan() after exporting batch 'b1' (5 partitions)"
+        table = ex.scan(doing, Promise.SCAN_EXACT)
+        expect_ids(ids_once(table, doing, Promise.SCAN_EXACT), ex.rows, doing, Promise.SCAN_EXACT)
+        if table.schema.names != ex.dataset.schema.names:
             raise ContractViolation(
-                Promise.SCAN_PROJECTION, f"{doing} returned columns {table.schema.names}"
+                Promise.SCAN_VALUES,
+                f"{doing} returned columns {table.schema.names}, not the dataset's "
+                f"{ex.dataset.schema.names}",
             )
-        for field in table.schema:
-            want = dataset.schema.field(field.name).type
-            if field.type != want and not _casts(table.column(field.name), want):
+        expect_types(table, ex.dataset.schema, doing, Promise.SCAN_VALUES)
+        expect_values(table, ex.rows, doing, Promise.SCAN_VALUES)
+
+
+async def check_scan_honours_exclude(h: SinkHarness) -> None:
+    """`scan(exclude=...)` for every subset of the partitions: none of theirs, all the rest."""
+    async with _exported(h, "conformance_exclude") as ex:
+        ids = sorted(ex.parts)
+        for size in range(len(ids) + 1):
+            for left_out in itertools.combinations(ids, size):
+                doing = f"scan(exclude={set(left_out) or '{}'})"
+                table = ex.scan(doing, Promise.SCAN_EXCLUDE, exclude=frozenset(left_out))
+                want = [r for p in ids if p not in left_out for r in ex.parts[p]]
+                got = ids_once(table, doing, Promise.SCAN_EXCLUDE)
+                expect_ids(got, want, doing, Promise.SCAN_EXCLUDE)
+
+
+async def check_scan_honours_projection(h: SinkHarness) -> None:
+    """`scan(columns=...)`: those columns, in that order, exact types and values."""
+    async with _exported(h, "conformance_projection") as ex:
+        for columns in (["value", "row_id"], ["row_id", "key", "ts"]):
+            doing = f"scan(columns={columns})"
+            table = ex.scan(doing, Promise.SCAN_PROJECTION, columns=columns)
+            if table.schema.names != columns:
                 raise ContractViolation(
-                    Promise.SCAN_PROJECTION,
-                    f"{doing} returned {field.name!r} as {field.type}, which does not cast "
-                    f"to the dataset's {want}",
+                    Promise.SCAN_PROJECTION, f"{doing} returned columns {table.schema.names}"
                 )
-        _expect(_ids_once(table, doing), every, doing)
-
-        threshold = sorted(every.values())[len(every) // 2]
-        doing = f"scan(filter=col('value') >= {threshold})"
-        where = bind_filter(col("value") >= threshold, dataset.schema)
-        table = _scan(sink, dataset, doing, filter=where)
-        _expect(_ids_once(table, doing), [r for r, v in every.items() if v >= threshold], doing)
+            expect_types(table, ex.dataset.schema, doing, Promise.SCAN_PROJECTION)
+            got = ids_once(table, doing, Promise.SCAN_PROJECTION)
+            expect_ids(got, ex.rows, doing, Promise.SCAN_PROJECTION)
+            expect_values(table, ex.rows, doing, Promise.SCAN_PROJECTION)
 
 
-def _casts(column: Any, target: Any) -> bool:
-    try:
-        column.cast(target)
-    except Exception:
-        return False
-    return True
+def _filters(ex: _Exported) -> list[tuple[str, Filter, Callable[[dict[str, Any]], bool]]]:
+    from hypaware.core.filter import col
+
+    values = sorted(r["value"] for r in ex.rows.values())
+    mid = values[len(values) // 2]
+    return [
+        (f"col('value') >= {mid}", col("value") >= mid, lambda r: r["value"] >= mid),
+        ("col('key') == 'k1'", col("key") == "k1", lambda r: r["key"] == "k1"),
+        ("col('key').is_null()", col("key").is_null(), lambda r: r["key"] is None),
+        (
+            "~(col('key') == 'k1')",
+            ~(col("key") == "k1"),
+            lambda r: r["key"] is not None and r["key"] != "k1",
+        ),
+        (
+            f"(col('value') < {mid}) | col('key').isin(['k2', 'k3'])",
+            (col("value") < mid) | col("key").isin(["k2", "k3"]),
+            lambda r: r["value"] < mid or r["key"] in ("k2", "k3"),
+        ),
+    ]
 
 
-async def check_query_after_lost_ack_reads_rows_once(h: SinkHarness) -> None:
-    """Commit, crash before the ack: `hypaware.query` still reads every row once."""
-    with tempfile.TemporaryDirectory(prefix="hypaware-conformance-") as scratch:
-        await _lost_ack(h, Path(scratch))
+async def check_scan_honours_filter(h: SinkHarness) -> None:
+    """`scan(filter=...)`: exactly the rows each filter passes, nulls passing no comparison."""
+    from hypaware.core.filter_bind import bind_filter
 
-
-def _crash_after_commit(sink: Sink) -> Callable[[], None]:
-    """Make `sink` die right after its export returns, as a killed process would."""
-    real: Callable[[ExportBatch, ExportOptions], Awaitable[ExportResult]] = sink.export_batch
-
-    async def commit_then_crash(batch: ExportBatch, opts: ExportOptions) -> ExportResult:
-        await real(batch, opts)
-        raise asyncio.CancelledError  # the ack is never recorded
-
-    sink.export_batch = commit_then_crash  # type: ignore[method-assign]
-
-    def heal() -> None:
-        sink.export_batch = real  # type: ignore[method-assign,assignment]
-
-    return heal
-
-
-async def _lost_ack(h: SinkHarness, scratch: Path) -> None:
-    from hypaware.cache.local import LocalCache
-    from hypaware.core.config import SinkSpec
-    from hypaware.core.config_loader import load_config
-    from hypaware.export.driver import ExportDriver
-    from hypaware.querying.api import plan_query
-    from hypaware.querying.sources import sink_source
-
-    dataset = sample_dataset("conformance_query")
-    config = load_config(
-        {"state_dir": str(scratch / "state"), "cache": {"path": str(scratch / "cache")}}
-    )
-    cache = LocalCache.from_config(config)
-    cache.define_dataset(dataset)
-    sink = await _build(h)
-    if sink_source("conformance", sink) is None:
-        await sink.close()
-        raise ContractViolation(
-            Promise.SCAN_EXACT,
-            f"{type(sink).__name__} is declared queryable but cannot be read exactly "
-            "(its scan() takes no 'exclude' keyword)",
-        )
-    spec = SinkSpec(name="conformance")
-    driver = ExportDriver(cache, [(spec, sink)], state=scratch / "state")
-    expected: list[str] = []
-
-    def seal(part: str, rows: int, seq: int) -> None:
-        table = sample_table(dataset, part, rows, seq=seq)
-        cache.append(dataset.name, table.to_pylist())
-        cache.seal(dataset.name)
-        expected.extend(str(r) for r in table.column("row_id").to_pylist())
-
-    async def read(doing: str) -> None:
-        _plan, reader = await plan_query(driver, dataset.name)
-        got = _ids_once(reader.read_all(), doing)
-        _expect(got, expected, doing)
-
-    try:
-        seal("a", 20, 1)
-        await driver.run_once(backfill=True)
-        await read("a query after an acknowledged export")
-        seal("b", 15, 2)
-        heal = _crash_after_commit(sink)
-        await driver.run_once(backfill=True)
-        if not driver.state.in_flight("conformance"):
-            raise AssertionError("the crashed export should have left its batch in flight")
-        await read(
-            "a query after the sink committed a batch whose ack was lost (the partitions "
-            "are in flight, and held by both the cache and the sink)"
-        )
-        heal()
-        await driver.run_once(backfill=True)
-        await read("a query after the lost batch was sent again and acknowledged")
-    finally:
-        await driver.close()
+    async with _exported(h, "conformance_filter") as ex:
+        for text, tree, passes in _filters(ex):
+            doing = f"scan(filter={text})"
+            where = bind_filter(tree, ex.dataset.schema)
+            table = ex.scan(doing, Promise.SCAN_FILTER, filter=where)
+            want = [rid for rid, row in ex.rows.items() if passes(row)]
+            got = ids_once(table, doing, Promise.SCAN_FILTER)
+            expect_ids(got, want, doing, Promise.SCAN_FILTER)
 
 
 QUERYABLE_CHECKS: dict[str, Callable[[SinkHarness], Awaitable[None]]] = {
     "scan_is_exact": check_scan_is_exact,
+    "scan_honours_exclude": check_scan_honours_exclude,
+    "scan_honours_projection": check_scan_honours_projection,
+    "scan_honours_filter": check_scan_honours_filter,
     "query_after_lost_ack_reads_rows_once": check_query_after_lost_ack_reads_rows_once,
 }

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from hypaware.testing.conformance import (
+    QUERYABLE_CHECK_NAMES,
     CheckOutcome,
     Promise,
     QueryableSinkContract,
@@ -24,16 +25,22 @@ from hypaware.testing.conformance import (
 from .toy_sinks import (
     BatchKeyedSink,
     BlockingCloseSink,
+    DatasetOrderSink,
     Destination,
     DuplicatingSink,
+    EpochSecondsSink,
     ExcludeIgnoringSink,
+    FilterIgnoringSink,
     ForgetfulSink,
     IdKeyedSink,
     LeakyReprSink,
     ListSink,
+    NullsAsEmptySink,
+    PartlyExcludingSink,
     RaisingSink,
     ReopeningSink,
     ScanListSink,
+    ShiftedValueSink,
 )
 
 TOKEN = "tok-5ecr3t-value"
@@ -295,17 +302,76 @@ def test_missing_read_rows_fails_under_pytest_and_an_opt_out_prints_its_reason(
 async def test_a_correct_queryable_sink_passes_the_queryable_checks() -> None:
     outcomes = by_name(await run_queryable_checks(harness(ScanListSink)))
     assert {n: o.message for n, o in outcomes.items() if o.status != "passed"} == {}
-    assert set(outcomes) == {"scan_is_exact", "query_after_lost_ack_reads_rows_once"}
+    assert tuple(outcomes) == QUERYABLE_CHECK_NAMES
+    assert set(QUERYABLE_CHECK_NAMES) == {
+        "scan_is_exact",
+        "scan_honours_exclude",
+        "scan_honours_projection",
+        "scan_honours_filter",
+        "query_after_lost_ack_reads_rows_once",
+    }
+
+
+def failed_only(outcomes: dict[str, CheckOutcome]) -> dict[str, Promise | None]:
+    return {n: o.promise for n, o in outcomes.items() if o.status == "failed"}
 
 
 async def test_a_scan_ignoring_exclude_is_caught_directly_and_through_a_query() -> None:
     outcomes = by_name(await run_queryable_checks(harness(ExcludeIgnoringSink)))
-    direct = outcomes["scan_is_exact"]
-    assert direct.promise is Promise.SCAN_EXACT
-    assert direct.message.startswith("scan(exclude={'p2'}) returned 7 row(s) it should not")
+    assert failed_only(outcomes) == {
+        "scan_honours_exclude": Promise.SCAN_EXCLUDE,
+        "query_after_lost_ack_reads_rows_once": Promise.SCAN_EXCLUDE,
+    }
+    direct = outcomes["scan_honours_exclude"]
+    assert direct.message.startswith("scan(exclude={'p1'}) returned 12 row(s) it should not")
     through = outcomes["query_after_lost_ack_reads_rows_once"]
-    assert through.promise is Promise.SCAN_EXACT
-    assert "ack was lost" in through.message and "returned 15 row(s) twice" in through.message
+    assert "ack was lost" in through.message and "returned 36 row(s) twice" in through.message
+
+
+async def test_a_scan_honouring_only_part_of_exclude_is_caught() -> None:
+    outcomes = by_name(await run_queryable_checks(harness(PartlyExcludingSink)))
+    assert failed_only(outcomes) == {
+        "scan_honours_exclude": Promise.SCAN_EXCLUDE,
+        "query_after_lost_ack_reads_rows_once": Promise.SCAN_EXCLUDE,
+    }
+    # The first subset of two ids: p1 is left out, p2's 7 rows come back.
+    assert outcomes["scan_honours_exclude"].message.startswith(
+        "scan(exclude={'p1', 'p2'}) returned 7 row(s) it should not"
+    ) or outcomes["scan_honours_exclude"].message.startswith(
+        "scan(exclude={'p2', 'p1'}) returned 7 row(s) it should not"
+    )
+    assert "twice" in outcomes["query_after_lost_ack_reads_rows_once"].message
+
+
+@pytest.mark.parametrize(
+    ("sink_class", "column", "failing"),
+    [
+        (ShiftedValueSink, "'value'", {"scan_is_exact", "scan_honours_projection"}),
+        (NullsAsEmptySink, "'key'", {"scan_is_exact", "scan_honours_projection"}),
+        (EpochSecondsSink, "'ts' as int64", {"scan_is_exact", "scan_honours_projection"}),
+    ],
+)
+async def test_wrong_values_or_castable_types_are_caught(
+    sink_class: type[ListSink], column: str, failing: set[str]
+) -> None:
+    outcomes = by_name(await run_queryable_checks(harness(sink_class)))
+    assert set(failed_only(outcomes)) == failing
+    exact = outcomes["scan_is_exact"]
+    assert exact.promise is Promise.SCAN_VALUES
+    assert column in exact.message
+    assert outcomes["scan_honours_projection"].promise is Promise.SCAN_PROJECTION
+
+
+async def test_a_scan_ignoring_its_filter_is_named_by_the_filter_rule() -> None:
+    outcomes = by_name(await run_queryable_checks(harness(FilterIgnoringSink)))
+    assert failed_only(outcomes) == {"scan_honours_filter": Promise.SCAN_FILTER}
+    assert outcomes["scan_honours_filter"].message.startswith("scan(filter=col('value') >= ")
+
+
+async def test_columns_in_the_wrong_order_are_caught() -> None:
+    outcomes = by_name(await run_queryable_checks(harness(DatasetOrderSink)))
+    assert failed_only(outcomes) == {"scan_honours_projection": Promise.SCAN_PROJECTION}
+    assert "returned columns ['row_id', 'value']" in outcomes["scan_honours_projection"].message
 
 
 async def test_a_sink_whose_scan_takes_no_exclude_is_not_queryable() -> None:

@@ -181,3 +181,96 @@ class ExcludeIgnoringSink(ScanListSink):
 
     def _left_out(self, exclude: Collection[str]) -> Collection[str]:
         return ()
+
+
+class PartlyExcludingSink(ScanListSink):
+    """Honours only the first id of `exclude` (in sorted order), returning the others' rows."""
+
+    def _left_out(self, exclude: Collection[str]) -> Collection[str]:
+        return sorted(exclude)[:1]
+
+
+class OverridingScanSink(ScanListSink):
+    """A `ScanListSink` whose scan output passes through `_finish` (each subclass breaks it)."""
+
+    def scan(
+        self,
+        dataset: DatasetInfo,
+        *,
+        columns: Iterable[str] | None = None,
+        filter: Filter | None = None,
+        exclude: Collection[str] = frozenset(),
+    ) -> pa.RecordBatchReader:
+        table = super().scan(dataset, columns=columns, filter=filter, exclude=exclude).read_all()
+        table = self._finish(table)
+        return pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
+
+    def _finish(self, table: pa.Table) -> pa.Table:
+        return table
+
+
+class ShiftedValueSink(OverridingScanSink):
+    """Returns every `value` one too high: the right rows, the wrong answers."""
+
+    def _finish(self, table: pa.Table) -> pa.Table:
+        import pyarrow.compute as pc
+
+        if "value" not in table.column_names:
+            return table
+        at = table.column_names.index("value")
+        return table.set_column(at, "value", pc.add(table.column("value"), 1))
+
+
+class EpochSecondsSink(OverridingScanSink):
+    """Returns `ts` as int64 epoch seconds, a type that casts to a timestamp (to another time)."""
+
+    def _finish(self, table: pa.Table) -> pa.Table:
+        import pyarrow.compute as pc
+
+        if "ts" not in table.column_names:
+            return table
+        at = table.column_names.index("ts")
+        seconds = pc.divide(table.column("ts").cast(pa.int64()), 1_000_000)
+        return table.set_column(at, "ts", seconds)
+
+
+class NullsAsEmptySink(OverridingScanSink):
+    """Returns a null `key` as the empty string, as a store without nulls would."""
+
+    def _finish(self, table: pa.Table) -> pa.Table:
+        import pyarrow.compute as pc
+
+        if "key" not in table.column_names:
+            return table
+        at = table.column_names.index("key")
+        return table.set_column(at, "key", pc.fill_null(table.column("key"), ""))
+
+
+class FilterIgnoringSink(ScanListSink):
+    """Takes `filter` but returns every row anyway."""
+
+    def scan(
+        self,
+        dataset: DatasetInfo,
+        *,
+        columns: Iterable[str] | None = None,
+        filter: Filter | None = None,
+        exclude: Collection[str] = frozenset(),
+    ) -> pa.RecordBatchReader:
+        return super().scan(dataset, columns=columns, exclude=exclude)
+
+
+class DatasetOrderSink(ScanListSink):
+    """Returns the requested columns in the dataset's order, not the order asked for."""
+
+    def scan(
+        self,
+        dataset: DatasetInfo,
+        *,
+        columns: Iterable[str] | None = None,
+        filter: Filter | None = None,
+        exclude: Collection[str] = frozenset(),
+    ) -> pa.RecordBatchReader:
+        wanted = None if columns is None else set(columns)
+        ordered = None if wanted is None else [n for n in dataset.schema.names if n in wanted]
+        return super().scan(dataset, columns=ordered, filter=filter, exclude=exclude)
