@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,12 @@ class EncoderHarness:
     - `target_size`: the rollover size the checks use (bytes).
     - `rollover_slack`: how far past `target_size` a file may grow before
       the encoder rolls over (one row group, one chunk); default one target.
+      It also bounds streaming: at any point the encoder may hold input worth
+      `target_size + rollover_slack` bytes it has not emitted yet.
+    - `rollover_floor`: the smallest a file other than the last may be
+      (bytes); default half the target. An encoder that rolls over when the
+      next chunk would cross the target makes files down to the target minus
+      one chunk: lower the floor if its chunks are larger than half the target.
     - `skip_checks`: checks opted out of, by name, each with the reason.
     """
 
@@ -57,6 +64,7 @@ class EncoderHarness:
     unrepresentable: BadInput | None = None
     target_size: int = 32 * 1024
     rollover_slack: int | None = None
+    rollover_floor: int | None = None
     skip_checks: Mapping[str, str] = attrs.field(factory=dict, converter=_str_map, hash=False)
 
 
@@ -167,10 +175,11 @@ async def check_rows_read_back(h: EncoderHarness) -> None:
 
 
 async def check_rolls_over_at_target_size(h: EncoderHarness) -> None:
-    """A file ends once it reaches the target size, and no row is lost at the seams."""
+    """Files end once they reach the target size, not long before; no row is lost at the seams."""
     dataset = sample_dataset("encoder_rollover")
     target = h.target_size
-    slack = h.rollover_slack if h.rollover_slack is not None else target
+    ceiling = target + _slack(h)
+    floor = h.rollover_floor if h.rollover_floor is not None else target // 2
     table = sample_table(dataset, "p1", _ROWS, seq=2)
     encoder = _build(h, target)
     files = _files(encoder, dataset.schema, _Counted(table))
@@ -181,40 +190,91 @@ async def check_rolls_over_at_target_size(h: EncoderHarness) -> None:
             f"{target} bytes: give the harness a smaller target_size"
         )
     doing = f"encoding {total} bytes of {encoder.extension} at a target size of {target} bytes"
-    oversized = [(n, len(f)) for n, f in enumerate(files[:-1]) if len(f) > target + slack]
-    if len(files) < 2 or oversized or len(files[-1]) > target + slack:
-        sizes = ", ".join(str(len(f)) for f in files[:5])
+    sizes = [len(f) for f in files]
+    oversized = [s for s in sizes if s > ceiling]
+    undersized = sorted(s for s in sizes[:-1] if s < floor)
+    if len(files) < 2 or oversized or undersized:
+        first = ", ".join(str(s) for s in sizes[:5]) + (", ..." if len(sizes) > 5 else "")
+        smallest = ", ".join(str(s) for s in sorted(sizes[:-1])[:3])
         raise ContractViolation(
             Promise.ENCODER_ROLLOVER,
-            f"{doing} made {len(files)} file(s) ({sizes}{', ...' if len(files) > 5 else ''} "
-            f"bytes); each may exceed the target by at most {slack} bytes",
+            f"{doing} made {len(files)} file(s) ({first} bytes"
+            + (f"; smallest but the last: {smallest}" if smallest else "")
+            + (f"; {len(oversized)} over {ceiling}" if oversized else "")
+            + (f"; {len(undersized)} under {floor}" if undersized else "")
+            + f"); each file may be at most {ceiling} bytes (target + rollover_slack), "
+            f"and each but the last must be at least {floor} bytes (rollover_floor)",
         )
     if h.read_file is not None:
         _check_rows(h, files, expected_rows(dataset.name, "p1", _ROWS, seq=2), doing)
 
 
+# Batches an encoder may have pulled beyond what its held bytes account for:
+# the one it is encoding and one looked ahead (to learn whether a next file
+# exists, or where the current one ends).
+_LOOKAHEAD = 2
+
+
 async def check_streams_its_input(h: EncoderHarness) -> None:
-    """The first file is finished before the whole input has been pulled."""
+    """Every file, not only the first, is written while the input is still being pulled.
+
+    After each chunk and at the end of each file, the batches pulled so far
+    must not exceed what the bytes emitted so far account for, plus a file's
+    worth (target + slack) the encoder may hold unwritten, plus
+    `_LOOKAHEAD`. Bytes are turned into batches at this run's own average
+    (total bytes / batches), so the bound fits any format's density.
+    """
     dataset = sample_dataset("encoder_streaming")
     table = sample_table(dataset, "p1", _ROWS, seq=3)
     source = _Counted(table)
-    encoder = _build(h, h.target_size)
+    target = h.target_size
+    held = target + _slack(h)
+    encoder = _build(h, target)
+    # (file number, batches pulled, bytes emitted) at each point observed
+    seen: list[tuple[int, int, int]] = []
+    emitted = 0
     files = encoder.encode(dataset.schema, source)
     try:
-        first = next(iter(files), None)
-        if first is None:
-            raise ContractViolation(Promise.ENCODER_ROWS, f"encoding {_ROWS} rows made no file")
-        for _chunk in first:
-            pass
-        pulled = source.pulled
+        for number, chunks in enumerate(files, start=1):
+            for chunk in chunks:
+                emitted += len(chunk)
+                seen.append((number, source.pulled, emitted))
+            seen.append((number, source.pulled, emitted))
     finally:
         _close(files)
-    if pulled >= len(source.batches):
-        raise ContractViolation(
-            Promise.ENCODER_STREAMS,
-            f"the first file (target {h.target_size} bytes) was only finished after all "
-            f"{len(source.batches)} input batches ({_ROWS} rows) were pulled",
+    if not emitted:
+        made = f"{seen[-1][0]} empty file(s)" if seen else "no file"
+        raise ContractViolation(Promise.ENCODER_ROWS, f"encoding {_ROWS} rows made {made}")
+    batches = len(source.batches)
+    per_batch = emitted / batches
+    count = seen[-1][0]
+    # A file holds at most `held` bytes; past that the encoder must be found
+    # out, or one that holds the rest of its input after its first file passes.
+    if _allowed(held, held, per_batch) >= batches:
+        raise AssertionError(
+            f"{_ROWS} rows encode to {emitted} bytes, too few to tell streaming from holding "
+            f"the input when {held} bytes (target + rollover_slack) may be held: give the "
+            "harness a smaller target_size"
         )
+    for number, pulled, so_far in seen:
+        allowed = _allowed(so_far, held, per_batch)
+        if pulled > allowed:
+            raise ContractViolation(
+                Promise.ENCODER_STREAMS,
+                f"while reading file {number} of {count} (target {target} bytes), {pulled} of "
+                f"{batches} input batches ({_BATCH_ROWS} rows each) had been pulled with "
+                f"{so_far} bytes emitted; streaming, it needed at most {allowed}: the input "
+                f"for those bytes and {held} more (target + rollover_slack), at "
+                f"{per_batch:.0f} bytes per batch, plus {_LOOKAHEAD} in hand",
+            )
+
+
+def _allowed(emitted: int, held: int, per_batch: float) -> int:
+    return math.ceil((emitted + held) / per_batch) + _LOOKAHEAD
+
+
+def _slack(h: EncoderHarness) -> int:
+    return h.rollover_slack if h.rollover_slack is not None else h.target_size
 
 
 async def check_early_next_file_raises(h: EncoderHarness) -> None:

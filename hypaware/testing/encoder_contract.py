@@ -57,6 +57,8 @@ class EncoderContract:
     target_size: ClassVar[int] = 32 * 1024
     #: How far past the target a file may grow before it rolls over (None: one target).
     rollover_slack: ClassVar[int | None] = None
+    #: The smallest a file other than the last may be, in bytes (None: half the target).
+    rollover_floor: ClassVar[int | None] = None
     #: Checks opted out of, by name, each with the reason (printed with the skip).
     skip_checks: ClassVar[Mapping[str, str]] = {}
 
@@ -85,6 +87,7 @@ class EncoderContract:
             ),
             target_size=self.target_size,
             rollover_slack=self.rollover_slack,
+            rollover_floor=self.rollover_floor,
             skip_checks=self.skip_checks,
         )
 

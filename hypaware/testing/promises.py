@@ -91,11 +91,16 @@ class Promise(enum.Enum):
         "compared to anything does not pass), none it rejects and none missing"
     )
     ENCODER_ROLLOVER = (
-        "an Encoder must begin a new file once the current one reaches its target size"
+        "an Encoder must begin a new file once the current one reaches its target size, "
+        "and not long before: every file but the last is at least the rollover floor "
+        "(default half the target) and at most the target + rollover slack; the last "
+        "at most the target + rollover slack"
     )
     ENCODER_STREAMS = (
-        "an Encoder must pull input batches only as it needs them, never the whole input "
-        "before its first bytes"
+        "an Encoder must pull input batches only as it needs them, across every file: at "
+        "any point it holds at most about one file's worth (target + rollover slack) of "
+        "input it has not emitted bytes for, never the whole input nor, after its first "
+        "file, the rest of it"
     )
     ENCODER_ORDER = (
         "an Encoder's files must be taken in order: taking the next file before the "

@@ -19,7 +19,9 @@ from hypaware.testing.conformance import (
 from .toy_encoders import (
     CarelessOrderEncoder,
     CsvEncoder,
+    EarlyRollingEncoder,
     HoardingEncoder,
+    LateHoardingEncoder,
     NeverRollsEncoder,
     WrongErrorEncoder,
 )
@@ -60,10 +62,43 @@ async def test_an_encoder_that_never_rolls_over_is_caught() -> None:
     assert outcomes["rows_read_back"].status == "passed"
 
 
+def failing_alone(outcomes: dict[str, CheckOutcome], name: str) -> CheckOutcome:
+    """The outcome of check `name`, after asserting that every other check passed."""
+    others = {n: (o.status, o.message) for n, o in outcomes.items() if n != name}
+    assert {n: v for n, v in others.items() if v[0] != "passed"} == {}
+    failure = outcomes[name]
+    assert failure.status == "failed"
+    return failure
+
+
+async def test_an_encoder_that_rolls_over_far_too_early_is_caught() -> None:
+    failure = failing_alone(await outcomes_of(EarlyRollingEncoder), "rolls_over_at_target_size")
+    assert failure.promise is Promise.ENCODER_ROLLOVER
+    assert "at a target size of 32768 bytes made " in failure.message
+    assert "smallest but the last: " in failure.message
+    assert "each but the last must be at least 16384 bytes (rollover_floor)" in failure.message
+    assert "and not long before" in failure.message
+
+
+async def test_a_lower_rollover_floor_lets_smaller_files_pass() -> None:
+    (outcome,) = await run_encoder_checks(
+        harness(EarlyRollingEncoder, rollover_floor=1024), only=["rolls_over_at_target_size"]
+    )
+    assert (outcome.status, outcome.message) == ("passed", "")
+
+
 async def test_an_encoder_holding_its_input_is_caught() -> None:
     failure = (await outcomes_of(HoardingEncoder))["streams_its_input"]
     assert failure.promise is Promise.ENCODER_STREAMS
-    assert "only finished after all 40 input batches" in failure.message
+    assert "while reading file 1 of 40 (target 32768 bytes), 40 of 40 input" in failure.message
+
+
+async def test_an_encoder_holding_the_rest_of_its_input_after_one_file_is_caught() -> None:
+    failure = failing_alone(await outcomes_of(LateHoardingEncoder), "streams_its_input")
+    assert failure.promise is Promise.ENCODER_STREAMS
+    assert "while reading file 2 of 40 (target 32768 bytes), 40 of 40 input" in failure.message
+    assert "streaming, it needed at most 4:" in failure.message
+    assert "across every file" in failure.message
 
 
 async def test_an_encoder_letting_the_next_file_be_taken_early_is_caught() -> None:

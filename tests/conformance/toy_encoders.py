@@ -93,6 +93,49 @@ class HoardingEncoder(CsvEncoder):
         return super().encode(schema, list(batches))
 
 
+class LateHoardingEncoder(CsvEncoder):
+    """Streams its first file, then reads the rest of the input before the second."""
+
+    def encode(
+        self, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
+    ) -> Iterator[Iterator[bytes]]:
+        rest = _Hoardable(batches)
+        for file in super().encode(schema, rest):
+            yield file
+            rest.hoard()
+
+
+class _Hoardable(Iterator[pa.RecordBatch]):
+    """Batches pulled one by one until `hoard()` takes all that are left at once."""
+
+    def __init__(self, batches: Iterable[pa.RecordBatch]) -> None:
+        self._it: Iterator[pa.RecordBatch] = iter(batches)
+        self._hoarded = False
+
+    def hoard(self) -> None:
+        if not self._hoarded:
+            self._it = iter(list(self._it))
+            self._hoarded = True
+
+    def __next__(self) -> pa.RecordBatch:
+        return next(self._it)
+
+
+class EarlyRollingEncoder(CsvEncoder):
+    """Rolls over at a tenth of its target: many files, each far smaller than it."""
+
+    def __init__(self, target: int) -> None:
+        super().__init__(max(1, target // 10))
+
+    def encode(
+        self, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
+    ) -> Iterator[Iterator[bytes]]:
+        # Cut finer than the input's batches, each larger than a tenth of the
+        # target: otherwise every file would still end a whole batch long.
+        slices = (b.slice(i, 20) for b in batches for i in range(0, b.num_rows, 20))
+        return super().encode(schema, slices)
+
+
 class CarelessOrderEncoder(CsvEncoder):
     """Lets the next file be taken while the current one is half read."""
 
