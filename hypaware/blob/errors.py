@@ -27,7 +27,10 @@ __all__ = ["translate_error"]
 _STATUS = re.compile(r"status code: (\d{3})(?: ([A-Za-z][A-Za-z ]{0,40}))?")
 _CODE = re.compile(r"<Code>([A-Za-z0-9.]{1,64})</Code>")
 _HTTP_KIND = re.compile(r"kind: (Connect|Timeout|Request|Body|Decode|Redirect|Builder)\b")
-_OS_ERROR = re.compile(r"([A-Z][a-z][A-Za-z ]{2,60}) \(os error (\d+)\)")
+# "Read-only file system (os error 30)", "No space left on device (os error 28)".
+_OS_ERROR = re.compile(r"([A-Z][a-z][A-Za-z -]{2,60}) \(os error (\d+)\)")
+# A JSON error body (GCS's JSON API): {"error": {"code": 400, "message": "..."}}.
+_JSON_MESSAGE = re.compile(r'"message"\s*:\s*"([^"\\]{1,200})"')
 
 _MISSING_CONTAINER = frozenset({"NoSuchBucket", "ContainerNotFound", "ResourceNotFound"})
 _AUTH_CODES = frozenset(
@@ -62,6 +65,10 @@ def _summary(text: str) -> tuple[int | None, str | None, str]:
         desc = f"HTTP {status} {words}".strip()
         if code:
             desc += f" ({code})"
+        else:
+            said = _JSON_MESSAGE.search(text)
+            if said and "://" not in said.group(1):  # a URL can carry a signed query
+                desc += f": {said.group(1)}"
         return status, code, desc
     kind = _HTTP_KIND.search(text)
     if "error sending request" in text or kind:

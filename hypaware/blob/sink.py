@@ -273,7 +273,12 @@ class BlobSink(FileWriter, AsyncClosing):
         text = str(exc)
         where = "" if self.destination in text else f"{self.destination}: "
         reason = f"sink {self.name!r}: {where}{text}" if where or self.name not in text else text
-        return RetryPartition("", reason, isinstance(exc, TransientStoreError))
+        # The destination failed as a whole (a missing bucket, credentials,
+        # permissions, a full or read-only disk, an outage): the sink's fault,
+        # not the rows'. A refused path is the one failure a name from data causes.
+        if isinstance(exc, PathError):
+            return RetryPartition("", reason, retryable=False)
+        return RetryPartition("", reason, isinstance(exc, TransientStoreError), sink_fault=True)
 
     def _partition_failure(self, part: PartitionRef, exc: Exception) -> RetryPartition:
         reason = f"sink {self.name!r}: partition {part.id!r}: {type(exc).__name__}: {exc}"

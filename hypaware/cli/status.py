@@ -127,6 +127,8 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
             doc["failing"] = health is not None and health.error is not None
             doc["error_since"] = _iso(health.error_since) if health else None
             doc["error_partitions"] = health.error_partitions if health else 0
+            halt = store.halted(name) if store is not None else None
+            doc["halted"] = None if halt is None else halt.as_dict()
             doc["warnings"] = sink_warnings(config, name, store) if configured else []
             out[name] = doc
         return {
@@ -270,6 +272,13 @@ def run(args: argparse.Namespace) -> int:
             print(
                 f"parked: {name}: {s['parked'] - len(shown)} more (see --json); "
                 f"`hypaware retry --sink {name}` puts them back in line",
+                file=sys.stdout,
+            )
+        if s.get("halted"):
+            h = s["halted"]
+            print(
+                f"halted: {name} since {h['since']} ({h['attempts']} tries): {h['reason']}; "
+                f"nothing parked, rows wait pending; next try {h['next_try']}",
                 file=sys.stdout,
             )
         for warning in s["warnings"]:

@@ -241,16 +241,26 @@ class RequestEvent:
 
 @attrs.frozen
 class RetryPartition:
-    """A partition the sink did not export, and why.
+    """A partition the sink did not export, and why: whose fault it is decides what happens.
 
-    `retryable` is False when retrying cannot help without a change of
-    configuration or data (for example a 4xx from an endpoint); the driver
-    still keeps the partition so that no row is lost.
+    - The rows' fault (`retryable` False, `sink_fault` False): the rows
+      cannot be delivered as they are (a 400, 413 or 422 about them, an
+      encode error). The driver parks the partition; `hypaware retry`
+      puts it back once the data or a limit is changed.
+    - The sink's fault (`sink_fault` True): the destination or its
+      configuration is wrong or unwell (credentials, a missing bucket,
+      permissions, a wrong endpoint, a redirect, a full or read-only disk,
+      an endpoint that cannot be reached). Nothing is parked: the partition
+      stays pending, the sink is halted and tried again on a capped backoff,
+      and rows flow again on their own once the cause is fixed.
+    - Transient (`retryable` True): tried again at the next slot; a
+      partition that fails so `max_partition_attempts` times is parked.
     """
 
     partition_id: str
     reason: str
     retryable: bool = True
+    sink_fault: bool = False
 
 
 @attrs.frozen
@@ -285,11 +295,13 @@ class ExportResult:
             raise ValueError(f"partitions both exported and retried: {sorted(both)}")
 
     @classmethod
-    def failed(cls, batch: ExportBatch, reason: str, *, retryable: bool = True) -> ExportResult:
+    def failed(
+        cls, batch: ExportBatch, reason: str, *, retryable: bool = True, sink_fault: bool = False
+    ) -> ExportResult:
         """A result that sends every partition of `batch` back for retry."""
         return cls(
             retry_partitions=tuple(
-                RetryPartition(p.id, reason, retryable) for p in batch.partitions
+                RetryPartition(p.id, reason, retryable, sink_fault) for p in batch.partitions
             )
         )
 

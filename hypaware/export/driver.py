@@ -106,6 +106,7 @@ class ExportDriver:
             locks_dir=self.state.state_dir / "locks",
             error=self._error,
             notify=self._notify,
+            now=self.clock.now,
         )
 
     @classmethod
@@ -425,6 +426,13 @@ class ExportDriver:
                     f"({describe_error(exc)}); this sink will not run",
                 )
                 return
+            probe = self._halt_probe(runner.name, slot)
+            if probe is not None:
+                # A halted sink is tried again on its own backoff, between slots.
+                if not await sleep_until(self.clock, self._stop, probe):
+                    return
+                await self._exporter.run_pass(runner, backfill, wait_out_halt=True)
+                continue
             if not await sleep_until(self.clock, self._stop, slot):
                 return
             last = slot
@@ -434,8 +442,18 @@ class ExportDriver:
             except StateError as exc:
                 self._error(runner.name, str(exc))
                 continue
-            await self._exporter.run_pass(runner, backfill)
+            await self._exporter.run_pass(runner, backfill, wait_out_halt=True)
             self._retention()
+
+    def _halt_probe(self, sink: str, slot: datetime) -> datetime | None:
+        """When a halted `sink` is next tried, if that comes before its next slot."""
+        try:
+            halt = self.state.halted(sink)
+        except StateError:
+            return None
+        if halt is None or halt.next_try >= slot:
+            return None
+        return halt.next_try
 
     # ----------------------------------------------------------- retention
 

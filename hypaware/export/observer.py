@@ -11,8 +11,9 @@ ignored: it never stops an export.
 
 Beyond the protocol, the driver calls these when an observer has them
 (`NullObserver` has them all): ``dataset_started(sink, dataset, *, high_water,
-skipped_partitions, skipped_rows)`` and ``sink_scheduled(sink, schedule,
-next_slot)``.
+skipped_partitions, skipped_rows)``, ``sink_scheduled(sink, schedule,
+next_slot)``, ``sink_halted(sink, reason, since, next_try)`` and
+``sink_resumed(sink, since, attempts)``.
 """
 
 from __future__ import annotations
@@ -166,6 +167,14 @@ class NullObserver:
     def sink_scheduled(self, sink: str, schedule: str, next_slot: datetime | None) -> None:
         """`run_forever` runs `sink` on `schedule` (UTC); its next pass is at `next_slot`."""
 
+    def sink_halted(self, sink: str, reason: str, since: datetime, next_try: datetime) -> None:
+        """`sink` failed through no fault of its rows (credentials, a missing bucket, a full
+        disk, an unreachable endpoint): halted since `since`, nothing parked, tried again
+        at `next_try`. Called on every failed try."""
+
+    def sink_resumed(self, sink: str, since: datetime, attempts: int) -> None:
+        """`sink` exported again after a halt that began at `since` and took `attempts` tries."""
+
 
 @attrs.define
 class SinkCounters:
@@ -184,6 +193,9 @@ class SinkCounters:
     parked: int = 0
     passes: int = 0
     last_error: str | None = None
+    #: The halt the sink is in (its reason), or None.
+    halted: str | None = None
+    halts: int = 0
     #: Waits taken inside batches, by cause.
     retry_waits: dict[str, int] = attrs.field(factory=dict)
     retry_wait_seconds: float = 0.0
@@ -234,6 +246,15 @@ class CountingObserver(NullObserver):
 
     def pass_finished(self, sink: str, report: SinkReport) -> None:
         self.of(sink).passes += 1
+
+    def sink_halted(self, sink: str, reason: str, since: datetime, next_try: datetime) -> None:
+        c = self.of(sink)
+        if c.halted is None:
+            c.halts += 1
+        c.halted = reason
+
+    def sink_resumed(self, sink: str, since: datetime, attempts: int) -> None:
+        self.of(sink).halted = None
 
     def retry_wait(
         self, sink: str, dataset: str, *, batch_id: str, seconds: float, cause: str

@@ -68,6 +68,7 @@ class Exporter:
         locks_dir: Path,
         error: Callable[[str | None, str, SinkReport | None], None],
         notify: Callable[..., None],
+        now: Callable[[], datetime] | None = None,
     ) -> None:
         self.cache = cache
         self.state = state
@@ -75,16 +76,26 @@ class Exporter:
         self._locks_dir = locks_dir
         self._error = error
         self._notify = notify
+        self._now = now or functools.partial(datetime.now, UTC)
         self.binding: Binding | None = None
 
-    async def run_pass(self, runner: SinkRunner, backfill: bool) -> SinkReport:
-        """One pass of `runner`'s sink, under its pass lock and its lock file."""
+    async def run_pass(
+        self, runner: SinkRunner, backfill: bool, *, wait_out_halt: bool = False
+    ) -> SinkReport:
+        """One pass of `runner`'s sink, under its pass lock and its lock file.
+
+        A halted sink is tried at once, unless `wait_out_halt` (a scheduled
+        pass) and its next try is still to come: the pass then reports the
+        halt and sends nothing.
+        """
         report = SinkReport(runner.name)
         started = time.monotonic()
         self._notify("pass_started", runner.name)
         async with runner.busy:
             if self.binding is None:
                 self._error(runner.name, "the export driver has not bound its cache", report)
+            elif wait_out_halt and self._waiting_out_halt(runner.name, report):
+                pass
             elif self._checked(runner, backfill, report):
                 report.notices.extend(self.binding.notices())
                 lock = self._acquire(runner.name, report)
@@ -95,6 +106,7 @@ class Exporter:
                         self._error(runner.name, str(exc), report)
                     finally:
                         os.close(lock)
+        self._held_back(runner.name, report)
         report.seconds = time.monotonic() - started
         error = "; ".join(report.errors) if report.errors else None
         with contextlib.suppress(StateError):
@@ -122,6 +134,42 @@ class Exporter:
         )
         self._notify("pass_finished", runner.name, report)
         return report
+
+    def _waiting_out_halt(self, sink: str, report: SinkReport) -> bool:
+        """Whether `sink` is halted and its next try has not come yet."""
+        halt = self.state.halted(sink)
+        if halt is None or halt.next_try <= self._now():
+            return False
+        log.info(
+            "sink %s: halted since %s (%d tries): %s; next try at %s",
+            sink,
+            halt.since.isoformat(timespec="seconds"),
+            halt.attempts,
+            halt.reason,
+            halt.next_try.isoformat(timespec="seconds"),
+            extra={"sink": sink, "halted_since": halt.since.isoformat()},
+        )
+        return True
+
+    def _held_back(self, sink: str, report: SinkReport) -> None:
+        """Put what keeps rows from flowing in the report: a halt, parked partitions."""
+        with contextlib.suppress(StateError):
+            halt = self.state.halted(sink)
+            report.halted = None if halt is None else halt.as_dict()
+            if halt is not None and not report.failures:
+                # A halt this pass began is in its failures already.
+                report.errors.append(
+                    f"sink {sink!r} is halted since {halt.since.isoformat(timespec='seconds')} "
+                    f"({halt.attempts} tries): {halt.reason}; nothing is parked, its rows wait "
+                    f"pending, and it is tried again at "
+                    f"{halt.next_try.isoformat(timespec='seconds')} (at once by export --once)"
+                )
+            report.parked_total = len(self.state.parked(sink))
+            if report.parked_total and not report.parked:
+                report.errors.append(
+                    f"{report.parked_total} partitions of sink {sink!r} are parked; "
+                    "`hypaware retry` sends them again once their cause is fixed"
+                )
 
     def _checked(self, runner: SinkRunner, backfill: bool, report: SinkReport) -> bool:
         """Whether the sink's recorded identity and progress let this pass run."""
@@ -186,7 +234,7 @@ class Exporter:
 
         held: set[tuple[str, str]] = set()
         for flight in self.state.in_flight(runner.name):
-            if self._stop.is_set():
+            if self._stop.is_set() or report.halted is not None:
                 return
             held.update((flight.dataset, p) for p in flight.partition_ids)
             info = infos.get(flight.dataset)
@@ -197,7 +245,7 @@ class Exporter:
             held.difference_update((flight.dataset, p) for p in flight.partition_ids)
 
         for info in infos.values():
-            if self._stop.is_set():
+            if self._stop.is_set() or report.halted is not None:
                 return
             try:
                 await self._export_dataset(runner, sink, info, backfill, held, report)
@@ -263,7 +311,8 @@ class Exporter:
             extra={"sink": runner.name, "dataset": info.name, "partitions": len(before)},
         )
         await self._send_groups(runner, sink, info, before, report, backfill=True)
-        if not self._stop.is_set():
+        # A pass cut short (closing, or the sink halted) has not sent the rest.
+        if not self._stop.is_set() and report.halted is None:
             # Also when nothing was left to send (all parked, or gone): the backfill is done.
             self.state.advance_backfill(runner.name, info.name, point.start_seq)
 
@@ -280,7 +329,7 @@ class Exporter:
     ) -> None:
         spec = runner.spec
         for group in group_batches(parts, spec.max_batch_rows, spec.max_batch_bytes):
-            if self._stop.is_set():
+            if self._stop.is_set() or report.halted is not None:
                 return
             batch_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:16]}"
             flight = self.state.begin_batch(
@@ -446,6 +495,7 @@ class Exporter:
                 self._foreign_held(name, info, identity, foreign, report)
         if result.retry_partitions:
             self._failed(runner, info, flight.batch_id, result, report, logged=logged)
+        self._judge_halt(name, result, report)
         self._notify(
             "batch_exported",
             name,
@@ -457,6 +507,43 @@ class Exporter:
             files=result.files_written,
             seconds=seconds,
         )
+
+    def _judge_halt(self, name: str, result: ExportResult, report: SinkReport) -> None:
+        """Halt the sink on a failure of its own, end its halt once it exports again."""
+        fault = next((r for r in result.retry_partitions if r.sink_fault), None)
+        if fault is not None:
+            now = self._now()
+            halt = self.state.halt(name, fault.reason, now)
+            report.halted = halt.as_dict()
+            # The failure itself was the batch's WARNING; this says what follows.
+            log.info(
+                "sink %s: halted (try %d since %s): %s; nothing is parked, its rows wait "
+                "pending; next try in %.0f s",
+                name,
+                halt.attempts,
+                halt.since.isoformat(timespec="seconds"),
+                fault.reason,
+                (halt.next_try - now).total_seconds(),
+                extra={
+                    "sink": name,
+                    "halted_since": halt.since.isoformat(),
+                    "attempts": halt.attempts,
+                    "next_try": halt.next_try.isoformat(),
+                },
+            )
+            self._notify("sink_halted", name, fault.reason, halt.since, halt.next_try)
+        elif result.exported:
+            ended = self.state.resume(name)
+            if ended is not None:
+                log.info(
+                    "sink %s: exporting again after a halt since %s (%d tries): %s",
+                    name,
+                    ended.since.isoformat(timespec="seconds"),
+                    ended.attempts,
+                    ended.reason,
+                    extra={"sink": name, "halted_since": ended.since.isoformat()},
+                )
+                self._notify("sink_resumed", name, ended.since, ended.attempts)
 
     def _foreign_held(
         self, name: str, info: DatasetInfo, identity: str, ids: Sequence[str], report: SinkReport
@@ -506,7 +593,8 @@ class Exporter:
                 1
                 for r in result.retry_partitions
                 if r.partition_id in parked
-                and (r.reason, r.retryable) == (failure.reason, failure.retryable)
+                and (r.reason, r.retryable, r.sink_fault)
+                == (failure.reason, failure.retryable, failure.sink_fault)
             )
             if not logged:
                 log.warning(
@@ -521,6 +609,7 @@ class Exporter:
                         "batch_id": batch_id,
                         "partitions": failure.partitions,
                         "retryable": failure.retryable,
+                        "sink_fault": failure.sink_fault,
                         "parked": failure.parked,
                         "first_ids": failure.first_ids,
                     },

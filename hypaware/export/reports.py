@@ -31,6 +31,8 @@ class Failure:
     retryable: bool
     first_ids: list[str] = attrs.field(factory=list)
     parked: int = 0
+    #: The destination or configuration is at fault: the sink halts, nothing parks.
+    sink_fault: bool = False
 
     def describe(self) -> str:
         """The failure as one line, naming its dataset."""
@@ -43,7 +45,10 @@ class Failure:
         more = self.partitions - len(self.first_ids)
         if more > 0:
             ids += f" and {more} more"
-        kind = "retryable" if self.retryable else "not retryable"
+        if self.sink_fault:
+            kind = "the sink's fault, it halts"
+        else:
+            kind = "retryable" if self.retryable else "not retryable"
         reason = self.reason if sink is None else short_reason(self.reason, sink, self.dataset)
         text = f"{self.partitions} partitions failed ({kind}): {reason} [{ids}]"
         if self.parked:
@@ -67,13 +72,13 @@ def short_reason(reason: str, sink: str, dataset: str) -> str:
 
 
 def summarise(dataset: str, retry: Iterable[RetryPartition]) -> list[Failure]:
-    """`retry` grouped by reason and retryability, in the order the reasons first appear."""
-    groups: dict[tuple[str, bool], Failure] = {}
+    """`retry` grouped by reason and kind of fault, in the order the reasons first appear."""
+    groups: dict[tuple[str, bool, bool], Failure] = {}
     for r in retry:
-        key = (r.reason, r.retryable)
+        key = (r.reason, r.retryable, r.sink_fault)
         f = groups.get(key)
         if f is None:
-            f = groups[key] = Failure(dataset, r.reason, 0, r.retryable)
+            f = groups[key] = Failure(dataset, r.reason, 0, r.retryable, sink_fault=r.sink_fault)
         f.partitions += 1
         if len(f.first_ids) < FIRST_IDS:
             f.first_ids.append(r.partition_id)
@@ -92,6 +97,11 @@ class SinkReport:
     `notices` are warnings that do not fail the pass (the cache changed, a
     stand-in identity); `ledger` accounts, per dataset, for every sealed
     partition and row after the pass (`hypaware.export.accounts`).
+
+    `parked_total` counts every partition of the sink that is parked after
+    the pass (parked now or before), and `halted` is the sink's halt
+    (`hypaware.export.halts.Halt.as_dict`) when its destination or
+    configuration is at fault: either makes the pass not ok.
     """
 
     sink: str
@@ -111,10 +121,18 @@ class SinkReport:
     ledger: dict[str, Any] = attrs.field(factory=dict)
     failures: list[Failure] = attrs.field(factory=list)
     seconds: float = 0.0
+    parked_total: int = 0
+    halted: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
-        return not self.errors and not self.retried and not self.failures
+        return (
+            not self.errors
+            and not self.retried
+            and not self.failures
+            and not self.parked_total
+            and self.halted is None
+        )
 
     @property
     def failed_partitions(self) -> int:

@@ -26,6 +26,7 @@ from hypaware.core.errors import StateError
 from hypaware.core.sqlite import immediate_transaction, migrate
 from hypaware.core.types import RetryPartition
 from hypaware.export.binding import CacheBindingMixin
+from hypaware.export.halts import HaltMixin
 from hypaware.export.ledger import LedgerMixin
 from hypaware.export.state_schema import MIGRATIONS
 
@@ -94,7 +95,7 @@ def _dt(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
-class ProgressStore(LedgerMixin, CacheBindingMixin):
+class ProgressStore(LedgerMixin, CacheBindingMixin, HaltMixin):
     """Export progress in ``<state_dir>/progress.sqlite``.
 
     Raises `StateError` (naming the file) when the database is locked by
@@ -388,17 +389,21 @@ class ProgressStore(LedgerMixin, CacheBindingMixin):
             for r in retry:
                 self._db.execute(
                     "INSERT INTO respool (sink, dataset, partition_id, seq, reason, retryable,"
-                    " attempts, first_at, last_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)"
+                    " attempts, first_at, last_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT (sink, dataset, partition_id) DO UPDATE SET"
                     " reason = excluded.reason, retryable = excluded.retryable,"
-                    " attempts = respool.attempts + 1, last_at = excluded.last_at",
+                    " attempts = respool.attempts + excluded.attempts,"
+                    " last_at = excluded.last_at",
                     (
                         batch.sink,
                         batch.dataset,
                         r.partition_id,
                         seqs.get(r.partition_id, 0),
                         r.reason,
-                        int(r.retryable),
+                        # The sink's fault is not the partition's: it never parks,
+                        # and the attempt does not count toward max_partition_attempts.
+                        int(r.retryable or r.sink_fault),
+                        0 if r.sink_fault else 1,
                         now,
                         now,
                     ),

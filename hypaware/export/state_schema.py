@@ -11,6 +11,7 @@ import sqlite3
 from hypaware.core.errors import StateError
 from hypaware.core.sqlite import Migration
 from hypaware.export.binding import BINDING_SCHEMA
+from hypaware.export.halts import HALTS_SCHEMA
 from hypaware.export.ledger import LEDGER_SCHEMA
 
 __all__ = ["MIGRATIONS"]
@@ -71,4 +72,5 @@ MIGRATIONS: tuple[Migration, ...] = (
         "the cache the store tracks, each sink's start point, archived partitions",
         BINDING_SCHEMA,
     ),
+    Migration("halted sinks: the cause, since when, tries, and the next try", HALTS_SCHEMA),
 )

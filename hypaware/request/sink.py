@@ -9,13 +9,17 @@ through one httpx client, following `hypaware.request.backoff`:
   and otherwise climbs the ladder.
 - Connection errors, timeouts, 408, 425 and the other 5xx are retried on
   the ladder (their ``Retry-After`` is not consulted).
-- 413 and other 4xx, redirects, TLS failures and malformed acknowledgements
-  are permanent for the partition: it comes back in ``retry_partitions``
-  with ``retryable=False`` and a message saying what to change; it is never
-  dropped.
+- 400, 413 and 422 are about the rows: the partition comes back in
+  ``retry_partitions`` with ``retryable=False`` (the driver parks it) and a
+  message saying what to change.
+- 401, 403, 404 and the other 4xx, redirects, TLS failures, malformed
+  acknowledgements and configuration errors are about the endpoint or the
+  configuration: the partition comes back with ``sink_fault=True`` and the
+  rest of the batch is not tried. The driver halts the sink, parks nothing,
+  and tries it again on a capped backoff.
 - A chunk whose next wait would pass the inline budget stops the partition,
-  which comes back in ``retry_partitions`` (``retryable=True``); the rest of
-  the batch is not tried, since the endpoint is asking us to slow down.
+  which comes back with ``sink_fault=True`` too (the endpoint is asking us to
+  slow down, or cannot be reached); the rest of the batch is not tried.
 - The request deadline (`Timeouts.deadline`) bounds the whole life of one
   chunk, requests and waits together: a server trickling its reply a byte
   at a time cannot hold a chunk longer. Past it the partition comes back
@@ -186,9 +190,10 @@ class RequestSink(AsyncClosing):
         rows = size = 0
         stop_reason: str | None = None
         unexpected = False
+        stop_fault = False
         for part in batch.partitions:
             if stop_reason is not None:
-                retry.append(RetryPartition(part.id, stop_reason))
+                retry.append(RetryPartition(part.id, stop_reason, sink_fault=stop_fault))
                 continue
             try:
                 n, b = await self._export_partition(batch, part, deadline, opts)
@@ -196,13 +201,27 @@ class RequestSink(AsyncClosing):
                 stop_reason = f"sink {self.name!r} closed before this partition was delivered"
                 retry.append(RetryPartition(part.id, stop_reason))
             except (BudgetExceededError, DeadlineExceededError) as exc:
+                # Backpressure or an endpoint out of reach past the budget: the
+                # endpoint's state, not the rows', so the sink halts on a backoff.
                 reason = self._scrub(f"partition {part.id}: {exc}")
-                retry.append(RetryPartition(part.id, reason))
+                retry.append(RetryPartition(part.id, reason, sink_fault=True))
                 stop_reason = (
                     f"not tried: endpoint {safe_url(self.wire.url(batch.dataset.name))} "
-                    "is applying backpressure"
+                    "is applying backpressure or cannot be reached"
                 )
-            except (PermanentRequestError, EncodeError, ConfigError) as exc:
+                stop_fault = True
+            except PermanentRequestError as exc:
+                reason = self._scrub(str(exc))
+                if exc.rows_fault:
+                    retry.append(RetryPartition(part.id, reason, retryable=False))
+                else:
+                    retry.append(RetryPartition(part.id, reason, retryable=False, sink_fault=True))
+                    stop_reason, stop_fault = f"not tried: the sink halted: {reason}", True
+            except ConfigError as exc:
+                reason = self._scrub(str(exc))
+                retry.append(RetryPartition(part.id, reason, retryable=False, sink_fault=True))
+                stop_reason, stop_fault = f"not tried: the sink halted: {reason}", True
+            except EncodeError as exc:
                 retry.append(RetryPartition(part.id, self._scrub(str(exc)), retryable=False))
             except (HypawareError, OSError) as exc:
                 retry.append(RetryPartition(part.id, self._scrub(str(exc))))
@@ -405,7 +424,8 @@ class RequestSink(AsyncClosing):
             raise PermanentRequestError(
                 f"endpoint refused chunk {chunk.index} ({chunk.rows} rows, {len(chunk.body)} "
                 f"bytes) as too large (413){detail}; lower max_chunk_bytes (now "
-                f"{self.limits.max_bytes}) or max_chunk_rows (now {self.limits.max_rows})"
+                f"{self.limits.max_bytes}) or max_chunk_rows (now {self.limits.max_rows})",
+                rows_fault=True,
             )
         if 300 <= status < 400:
             target = safe_url(reply.headers.get("location", "")) or "nowhere"
@@ -420,7 +440,9 @@ class RequestSink(AsyncClosing):
             404: f"no such endpoint or dataset at {where}",
             422: "the endpoint rejected the rows",
         }.get(status, "the endpoint refused the request")
-        raise PermanentRequestError(f"{hint} ({status}){detail}")
+        # 400 and 422 are about what was sent; 401, 403, 404 and the rest of the
+        # 4xx are about where and as whom it was sent.
+        raise PermanentRequestError(f"{hint} ({status}){detail}", rows_fault=status in (400, 422))
 
     def _scrub(self, text: str) -> str:
         for secret in self._secrets:

@@ -24,7 +24,17 @@ __all__ = ["PermanentRequestError", "Reply", "Wire", "server_message"]
 
 
 class PermanentRequestError(SinkError):
-    """The endpoint refused a chunk in a way retrying cannot fix (a 4xx, a bad acknowledgement)."""
+    """The endpoint refused a chunk in a way retrying cannot fix (a 4xx, a bad acknowledgement).
+
+    `rows_fault` says the refusal is about the rows themselves (a 400, 413
+    or 422): their partition is parked. Otherwise the endpoint or the
+    configuration is at fault (credentials, a wrong URL, a redirect, TLS, an
+    acknowledgement that is not one): the sink halts and nothing is parked.
+    """
+
+    def __init__(self, message: str, *, rows_fault: bool = False) -> None:
+        super().__init__(message)
+        self.rows_fault = rows_fault
 
 
 @attrs.frozen

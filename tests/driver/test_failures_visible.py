@@ -101,16 +101,31 @@ def test_local_root_that_cannot_be_written(
     )
     code, summary, records, status = export_and_status(config, capsys)
     assert_visible(code, summary, records, status, "files", "Not a directory")
-    # Nothing retryable about it: parked, shown by status with its reason.
+    # The destination's fault, not the rows': the sink halts, nothing is parked.
     parts = LocalCache(cache_dir, fsync=False).ready_partitions("events")
-    assert status["sinks"]["files"]["parked"] == len(parts)
-    assert "Not a directory" in status["sinks"]["files"]["parked_partitions"][0]["reason"]
-    # The table view, as on a terminal: the failure, since when, and over how many partitions.
+    assert_halted(summary, status, "files", "Not a directory")
+    # The table view, as on a terminal: the failure, since when, and the halt.
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     assert main(["status", "--config", str(config)]) == 0
     text = capsys.readouterr().out
-    assert "PARKED" in text and f", {len(parts)} partitions)" in text and "(since 20" in text
-    assert f"parked: files events/{parts[0].id} since" in text
+    assert "(since 20" in text and "halted: files since 20" in text
+    # Once the cause is gone, the next pass sends every row without `retry`.
+    (tmp_path / "out" / "events").unlink()
+    code, summary, _records, status = export_and_status(config, capsys)
+    assert code == 0 and summary["ok"] is True, summary["errors"]
+    assert summary["sinks"]["files"]["partitions"] == len(parts)
+    assert status["sinks"]["files"]["halted"] is None
+    assert status["sinks"]["files"]["lag_rows"] == 0
+
+
+def assert_halted(summary: dict[str, Any], status: dict[str, Any], sink: str, cause: str) -> None:
+    report = summary["sinks"][sink]
+    assert report["parked"] == 0 and report["parked_total"] == 0
+    assert report["halted"] is not None and cause in report["halted"]["reason"]
+    state = status["sinks"][sink]
+    assert state["parked"] == 0
+    assert state["halted"] is not None and cause in state["halted"]["reason"]
+    assert state["halted"]["attempts"] == 1
 
 
 @pytest.mark.s3
@@ -139,6 +154,13 @@ def test_moto_bucket_that_does_not_exist(
     code, summary, records, status = export_and_status(config, capsys)
     assert_visible(code, summary, records, status, "archive", "no-such-bucket-here")
     assert moto_s3.secret_access_key not in json.dumps([summary, records, status])
+    assert_halted(summary, status, "archive", "does not exist")
+    # The bucket is created: the next pass sends every row without `retry`.
+    moto_s3.create_bucket("no-such-bucket-here")
+    code, summary, _records, status = export_and_status(config, capsys)
+    assert code == 0 and summary["ok"] is True, summary["errors"]
+    assert status["sinks"]["archive"]["halted"] is None
+    assert status["sinks"]["archive"]["lag_rows"] == 0
 
 
 def test_central_server_answering_401(
@@ -159,11 +181,19 @@ def test_central_server_answering_401(
             },
         )
         code, summary, records, status = export_and_status(config, capsys)
-    assert_visible(code, summary, records, status, "fwd", "401")
-    assert "the-wrong-token-0000" not in json.dumps([summary, records, status])
-    # Not retryable: parked at once, not retried every slot.
-    assert status["sinks"]["fwd"]["parked"] > 0
-    assert status["sinks"]["fwd"]["respool"] == 0
+        assert_visible(code, summary, records, status, "fwd", "401")
+        assert "the-wrong-token-0000" not in json.dumps([summary, records, status])
+        # A wrong token is the sink's fault: halted, nothing parked, one request sent.
+        assert_halted(summary, status, "fwd", "401")
+        assert central.rows("events") == []
+        # The token is fixed: the next pass sends every row, no `retry` needed.
+        monkeypatch.setenv("HYP_TEST_TOKEN", "the-right-token-1111")
+        code, summary, _records, status = export_and_status(config, capsys)
+        assert code == 0 and summary["ok"] is True, summary["errors"]
+        assert status["sinks"]["fwd"]["halted"] is None
+        assert status["sinks"]["fwd"]["lag_rows"] == 0
+        sent = LocalCache(cache_dir, fsync=False).ready_partitions("events")
+        assert len(central.rows("events")) == sum(p.row_count for p in sent)
 
 
 @pytest.mark.iceberg

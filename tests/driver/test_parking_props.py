@@ -88,7 +88,8 @@ async def scenario(root: Path, plan: list[Behaviour], passes: int, max_attempts:
         for n in range(passes + max_attempts + 6):
             report = await driver.run_once(backfill=True)
             r = report.sinks["planned"]
-            assert r.ok == (not r.failures), r
+            # Parked partitions keep a pass from being ok, even one that parked nothing new.
+            assert r.ok == (not r.failures and not driver.parked("planned")), r
             assert r.failed_partitions == r.retried
             parked = {p.partition_id for p in driver.parked("planned")}
             assert max(sink.acks.values(), default=0) <= 1
@@ -134,6 +135,82 @@ def test_every_partition_ends_exported_once_or_parked(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(scenario(Path(tmp), plan, passes, max_attempts))
+
+
+class DownSink(PlannedSink):
+    """Partitions planned "down" fail through the sink's fault (a 401, a missing bucket)."""
+
+    def __init__(self, plan: list[Behaviour]) -> None:
+        super().__init__(plan)
+        self.faulted: list[bool] = []  # per batch handed over, in this pass
+
+    async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
+        exported: list[str] = []
+        retry: list[RetryPartition] = []
+        for part in batch.partitions:
+            self.tries[part.id] += 1
+            if self.healed or self.plan[part.seq - 1] == "ok":
+                self.acks[part.id] += 1
+                exported.append(part.id)
+            else:
+                retry.append(RetryPartition(part.id, "401 bad token", False, sink_fault=True))
+        self.faulted.append(bool(retry))
+        return ExportResult(exported=exported, retry_partitions=retry)
+
+
+async def halting(root: Path, plan: list[str], passes: int, batch_rows: int) -> None:
+    cache = LocalCache(root / "cache", fsync=False)
+    cache.define_dataset(events_info())
+    for i in range(len(plan)):
+        cache.append("events", rows(i, 1))
+        cache.seal()
+    ids = [p.id for p in cache.ready_partitions("events")]
+    sink = DownSink(list(plan))
+    driver = ExportDriver(
+        cache,
+        [(spec("down", max_partition_attempts=1, max_batch_rows=batch_rows), sink)],
+        state=root / "state",
+    )
+    try:
+        for _ in range(passes):
+            sink.faulted.clear()
+            r = (await driver.run_once(backfill=True)).sinks["down"]
+            halt = driver.state.halted("down")
+            # The sink's fault never parks, whatever max_partition_attempts says.
+            assert driver.parked("down") == [] and r.parked == 0
+            assert max(sink.acks.values(), default=0) <= 1
+            if "down" in plan:
+                assert halt is not None and r.halted is not None and not r.ok
+                # A halted sink stops sending: its failing batch is the pass's last.
+                assert sink.faulted.count(True) <= 1 and sink.faulted[-1] is True
+                assert halt.attempts <= passes
+            else:
+                assert halt is None and r.ok, r
+        # The cause is fixed: the next pass sends everything, no retry, no unpark.
+        sink.healed = True
+        r = (await driver.run_once(backfill=True)).sinks["down"]
+        for _ in range(len(plan)):  # a halted sink resumes with one batch, the rest follow
+            if r.ok and set(sink.acks) == set(ids):
+                break
+            r = (await driver.run_once(backfill=True)).sinks["down"]
+        assert r.ok, r
+        assert driver.state.halted("down") is None
+        assert set(sink.acks) == set(ids) and max(sink.acks.values()) == 1
+    finally:
+        await driver.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    plan=st.lists(st.sampled_from(["ok", "down"]), min_size=1, max_size=8),
+    passes=st.integers(1, 4),
+    batch_rows=st.integers(1, 4),
+)
+def test_the_sinks_fault_halts_and_parks_nothing(
+    plan: list[str], passes: int, batch_rows: int
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(halting(Path(tmp), plan, passes, batch_rows))
 
 
 async def test_unpark_names_an_unknown_sink_or_dataset(tmp_path: Path) -> None:
