@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         PartitionRef,
         RequestEvent,
         RetryPartition,
+        writer_key,
     )
     from hypaware.export.build import build
     from hypaware.export.driver import ExportDriver
@@ -126,6 +127,7 @@ _LAZY: dict[str, str] = {
     "PartitionRef": "core.types",
     "RequestEvent": "core.types",
     "RetryPartition": "core.types",
+    "writer_key": "core.types",
 }
 
 __all__ = [
@@ -195,6 +197,7 @@ __all__ = [
     "query",
     "query_async",
     "resolve",
+    "writer_key",
 ]
 
 

@@ -223,6 +223,12 @@ def not_http() -> Iterator[str]:
                 try:
                     conn.recv(65536)
                     conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\nProtocol mismatch.\r\n")
+                    # Read what the client still sends before closing: closing with
+                    # unread bytes resets the connection, and the client would see a
+                    # ReadError instead of the banner.
+                    conn.shutdown(socket.SHUT_WR)
+                    while conn.recv(65536):
+                        pass
                 except OSError:
                     pass
 
