@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from hypaware.export.once import export_once
     from hypaware.export.reports import RunReport, SinkReport
     from hypaware.export.state import ProgressStore
-    from hypaware.querying.api import query, query_async
+    from hypaware.querying.api import plan_query, query, query_async
     from hypaware.querying.errors import (
         CacheOnlyWarning,
         NotQueryableError,
@@ -76,6 +76,7 @@ if TYPE_CHECKING:
         SourceUnreadableError,
         UnknownDatasetError,
     )
+    from hypaware.querying.planner import QueryPlan
 
 _LAZY: dict[str, str] = {
     "Cache": "cache.protocol",
@@ -109,6 +110,8 @@ _LAZY: dict[str, str] = {
     "CacheOnlyWarning": "querying.errors",
     "NotQueryableError": "querying.errors",
     "QueryError": "querying.errors",
+    "QueryPlan": "querying.planner",
+    "plan_query": "querying.api",
     "QueryInputError": "querying.errors",
     "SourceUnreadableError": "querying.errors",
     "UnknownDatasetError": "querying.errors",
@@ -169,6 +172,7 @@ __all__ = [
     "ProgressStore",
     "QueryError",
     "QueryInputError",
+    "QueryPlan",
     "QueryableSink",
     "Registry",
     "RequestEvent",
@@ -194,6 +198,7 @@ __all__ = [
     "export_once",
     "load_config",
     "parse_filter",
+    "plan_query",
     "query",
     "query_async",
     "resolve",

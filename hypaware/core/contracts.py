@@ -285,8 +285,8 @@ class QueryableSink(Sink, Protocol):
           schema gives it (cast before returning if the engine reads another:
           a type that merely casts, such as a time as epoch seconds, can be
           another value), with every value as exported, nulls included.
-        - `filter`: rows to keep, a tree of `hypaware.core.filter` nodes already
-          checked against `dataset` (`hypaware.core.filter_bind.bind_filter`);
+        - `filter`: rows to keep, a tree of `hypaware.plugin` filter nodes already
+          checked against `dataset` (`hypaware.plugin.bind_filter`);
           compile it with `to_arrow` or for the sink's own engine. Return
           exactly the rows it passes: none it rejects, none missing (a null
           passes no comparison, as in SQL and pyarrow).

@@ -14,9 +14,12 @@ import grimp
 import pytest
 
 import hypaware
+from hypaware._moved import GONE, MOVED
 
 PACKAGE = Path(hypaware.__file__).parent
-TOP_LEVEL = {"__init__.py", "__main__.py", "_version.py", "py.typed"}
+TOP_LEVEL = {"__init__.py", "__main__.py", "_version.py", "py.typed", "plugin.py", "_moved.py"}
+# The 0.1 module paths: each only forwards to its 0.2 home (hypaware/_moved.py).
+SHIMS = {f"{old}.py" for old in (*MOVED, *GONE)} - {"cache.py", "querying.py"}
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -90,9 +93,16 @@ def test_only_rooms_at_the_top_of_the_package() -> None:
     loose = sorted(
         p.name
         for p in PACKAGE.iterdir()
-        if p.is_file() and p.name not in TOP_LEVEL and not p.name.endswith(".pyc")
+        if p.is_file() and p.name not in TOP_LEVEL | SHIMS and not p.name.endswith(".pyc")
     )
     assert loose == []
+    for shim in sorted(SHIMS):
+        code = [
+            line
+            for line in (PACKAGE / shim).read_text().splitlines()
+            if line and not line.startswith(('"""', "from hypaware._moved import"))
+        ]
+        assert set(code) <= {"__all__ = names(__name__)", "__getattr__ = forward(__name__)"}, shim
     for room in (p for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"):
         assert (room / "__init__.py").is_file(), room.name
         doc = (room / "__init__.py").read_text()

@@ -25,7 +25,7 @@ from hypaware import (
     load_config,
     resolve,
 )
-from hypaware.core.paths import encode_segment
+from hypaware.plugin import encode_segment
 from hypaware.testing.conformance import EncoderContract, QueryableSinkContract, SinkContract
 
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from hypaware import EncodeError
-from hypaware.core.resolver import BuildContext
+from hypaware import BuildContext, EncodeError
 
 from .manifests import ArrowIpcConfig
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import attrs
 
-from hypaware.core.config import FieldValueError, positive
-from hypaware.core.manifest import BLOB_STORE, QUERYABLE, PluginManifest
+from hypaware import PluginManifest
+from hypaware.plugin import BLOB_STORE, QUERYABLE, FieldValueError, positive
 
 __all__ = ["ARROW_IPC", "SQLITE", "ArrowIpcConfig", "SqliteConfig"]
 

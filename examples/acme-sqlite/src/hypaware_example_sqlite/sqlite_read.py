@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from hypaware.core.filter import Filter
+    from hypaware import Filter
 
 __all__ = ["scan_table"]
 
@@ -66,7 +66,7 @@ def scan_table(
     """Stream `table`'s rows as `columns` of `schema`, filtered, without `exclude`'s partitions."""
     import pyarrow as pa
 
-    from hypaware.core.filter_bind import to_arrow
+    from hypaware.plugin import to_arrow
 
     target = pa.schema([schema.field(c) for c in columns])
     if not path.exists():

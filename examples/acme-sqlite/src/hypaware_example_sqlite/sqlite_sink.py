@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hypaware import (
+    BuildContext,
     DatasetInfo,
     ExportBatch,
     ExportOptions,
@@ -39,14 +40,13 @@ from hypaware import (
     RetryPartition,
     SinkClosedError,
 )
-from hypaware.core.resolver import BuildContext
 
 from .manifests import SqliteConfig
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from hypaware.core.filter import Filter
+    from hypaware import Filter
 
 __all__ = ["LEDGER", "SqliteSink", "make_sink", "quote_identifier", "read_table"]
 
