@@ -65,6 +65,11 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
     state_file = config.state_path / STATE_FILE
     store = ProgressStore(config.state_path, create=False) if state_file.exists() else None
     try:
+        # A store tracking another cache: its progress is the old cache's, and the
+        # next export starts this one from its beginning (see `_binding`).
+        tracked = store.cache_identity() if store is not None else None
+        identity = read_identity(cache.path)
+        replaced = tracked is not None and identity is not None and identity != tracked
         datasets = {d.name: d for d in cache.datasets()}
         names = [s.name for s in config.sinks]
         if store is not None:
@@ -73,7 +78,7 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
         for name in names:
             configured = any(s.name == name for s in config.sinks)
             state = store.sink_state(name) if store is not None else None
-            respooled = store.respooled(name) if store is not None else []
+            respooled = store.respooled(name) if store is not None and not replaced else []
             per_dataset: dict[str, Any] = {}
             wanted = None
             if configured:
@@ -84,7 +89,7 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
                 hw = state.high_water.get(ds) if state is not None else None
                 entry: dict[str, Any] = {"high_water": hw, "ledger": None, "start": None}
                 if store is not None:
-                    ledger = dataset_ledger(cache, store, name, ds)
+                    ledger = dataset_ledger(cache, store, name, ds, replaced=replaced)
                     entry["ledger"] = ledger.as_dict()
                     entry["start"] = ledger.describe_start()
                 if hw is None:
@@ -98,9 +103,9 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
                     entry["lag_partitions"] = 0
                     entry["lag_rows"] = 0
                 else:
-                    behind = cache.ready_partitions(ds, after=hw)
+                    behind = cache.ready_partitions(ds, after=0 if replaced else hw)
                     again = [r for r in respooled if r.dataset == ds]
-                    held = store.parked(name, ds) if store is not None else []
+                    held = store.parked(name, ds) if store is not None and not replaced else []
                     refs = [cache.partition(ds, r.partition_id) for r in again]
                     refs += [cache.partition(ds, p.partition_id) for p in held]
                     entry["lag_partitions"] = len(behind) + len(again) + len(held)

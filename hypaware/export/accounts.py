@@ -75,9 +75,23 @@ class DatasetLedger:
         return text
 
 
-def dataset_ledger(cache: Cache, state: ProgressStore, sink: str, dataset: str) -> DatasetLedger:
-    """Account for every sealed partition of `dataset` in `cache` for `sink`."""
+def dataset_ledger(
+    cache: Cache, state: ProgressStore, sink: str, dataset: str, *, replaced: bool = False
+) -> DatasetLedger:
+    """Account for every sealed partition of `dataset` in `cache` for `sink`.
+
+    `replaced`: the store tracks another cache than `cache` (it was wiped or
+    replaced and no driver has bound the store to it yet). The store's
+    progress names the old cache's partitions, so none of it applies: the
+    next export starts this cache from its beginning, and every sealed
+    partition is pending.
+    """
     ledger = DatasetLedger()
+    if replaced:
+        for part in cache.ready_partitions(dataset):
+            ledger.sealed.add(part.row_count)
+            ledger.pending.add(part.row_count)
+        return ledger
     high_water = state.high_water(sink, dataset)
     point = state.start_point(sink, dataset)
     if point is not None:

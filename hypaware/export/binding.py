@@ -210,15 +210,16 @@ class CacheBindingMixin:
 
     # --------------------------------------------------------- start points
 
-    def see_sink(self, sink: str) -> bool:
-        """Record that a driver has seen `sink`; True the first time."""
+    def see_sink(self, sink: str, at: datetime | None = None) -> bool:
+        """Record that a driver has seen `sink` (`at`, by its clock); True the first time."""
+        seen = _now() if at is None else at.astimezone(UTC).isoformat()
         with self._errors("record a sink"), immediate_transaction(self._db):
             self._db.execute(
                 "INSERT INTO sinks (sink) VALUES (?) ON CONFLICT (sink) DO NOTHING", (sink,)
             )
             changed = self._db.execute(
                 "UPDATE sinks SET first_seen_at = ? WHERE sink = ? AND first_seen_at IS NULL",
-                (_now(), sink),
+                (seen, sink),
             ).rowcount
         return bool(changed)
 

@@ -382,7 +382,12 @@ class ExportDriver:
                 self._exporter.binding = bind(self.cache, self.state, self._notify)
             for name in names:
                 fix_start(
-                    self.cache, self.state, self._runners[name], self._notify, backfill=backfill
+                    self.cache,
+                    self.state,
+                    self._runners[name],
+                    self._notify,
+                    backfill=backfill,
+                    now=self.clock.now(),
                 )
         except (CacheError, StateError, OSError) as exc:
             message = f"the cache cannot be bound to the progress store: {exc}"

@@ -203,7 +203,9 @@ class Exporter:
 
     async def _pass_locked(self, runner: SinkRunner, backfill: bool, report: SinkReport) -> None:
         try:
-            fix_start(self.cache, self.state, runner, self._notify, backfill=backfill)
+            fix_start(
+                self.cache, self.state, runner, self._notify, backfill=backfill, now=self._now()
+            )
         except (CacheError, OSError) as exc:
             self._error(runner.name, f"cache cannot be read: {exc}", report)
             return
@@ -265,7 +267,7 @@ class Exporter:
         high_water = self.state.high_water(name, info.name)
         if high_water is None:
             # The sink was seen before this dataset existed: all of it is new.
-            high_water = self.state.start(name, info.name, 0)
+            high_water = self.state.start(name, info.name, 0, self._now())
             log.info(
                 "sink %s starts dataset %s at its beginning",
                 name,

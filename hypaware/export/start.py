@@ -27,6 +27,7 @@ import fcntl
 import logging
 import os
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import attrs
@@ -151,8 +152,11 @@ def fix_start(
     notify: Callable[..., Any],
     *,
     backfill: bool = False,
+    now: datetime | None = None,
 ) -> None:
     """Record where `runner`'s sink starts each dataset, if the store has never seen it.
+
+    `now` is the driver's clock, so a start point reads in the driver's time.
 
     A sink whose state is refused (a lost progress store, a changed
     destination) is left to its pass, which reports why; its start is fixed
@@ -169,14 +173,14 @@ def fix_start(
         return
     if check.error is not None:
         return
-    if not state.see_sink(name):
+    if not state.see_sink(name, now):
         return
     wanted = runner.spec.datasets
     for info in cache.datasets():
         if wanted is not None and info.name not in wanted:
             continue
         ready = list(cache.ready_partitions(info.name))
-        start = state.start(name, info.name, max((p.seq for p in ready), default=0))
+        start = state.start(name, info.name, max((p.seq for p in ready), default=0), now)
         before = [p for p in ready if p.seq <= start]
         rows = sum(p.row_count for p in before)
         extra = {

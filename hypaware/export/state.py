@@ -204,13 +204,14 @@ class ProgressStore(LedgerMixin, CacheBindingMixin, HaltMixin):
             ).fetchone()
         return None if row is None else int(row[0])
 
-    def start(self, sink: str, dataset: str, high_water: int) -> int:
+    def start(self, sink: str, dataset: str, high_water: int, at: datetime | None = None) -> int:
         """Record where a new (sink, dataset) pair starts; an existing pair keeps its own.
 
         Partitions at or below `high_water` are before the start point (not
-        exported unless backfilled). Returns the pair's high-water.
+        exported unless backfilled). `at` is when, by the driver's clock
+        (default: now). Returns the pair's high-water.
         """
-        now = _now()
+        now = _now() if at is None else at.astimezone(UTC).isoformat()
         with self._errors("start progress"), immediate_transaction(self._db):
             self._db.execute(
                 "INSERT OR IGNORE INTO progress"

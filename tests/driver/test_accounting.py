@@ -182,6 +182,12 @@ async def test_a_fresh_cache_behind_an_old_state_dir_is_exported_from_its_beginn
     _add(fresh, 1000, 45)
     status = collect_status(hypaware.load_config(doc))
     assert status["warnings"] and "not the one the progress store tracks" in status["warnings"][0]
+    # Before the next export, the new cache's rows are what that export sends: pending.
+    files = status["sinks"]["files"]
+    ledger = files["datasets"]["events"]["ledger"]
+    _balanced(ledger)
+    assert ledger["pending"]["rows"] == 45 and ledger["exported"]["rows"] == 0, ledger
+    assert files["lag_rows"] == 45
     report = await _once(doc, fresh)
     sink = report.sinks["files"]
     assert sink.ok, sink.errors
@@ -292,6 +298,9 @@ async def test_a_daemon_fixes_its_start_at_start_up_not_at_its_first_pass(
     )
     task = asyncio.ensure_future(driver.run_forever())
     await clock.advance(timedelta(0), sleepers=1)
+    # The start point reads in the driver's time, not the machine's.
+    point = driver.state.start_point("hourly", "events")
+    assert point is not None and point.started_at == T0 + timedelta(minutes=1)
     # Sealed after start-up, before the first (hourly) pass: exported by it.
     _add(cache, 100, 6)
     await clock.advance(timedelta(minutes=59), sleepers=1)  # 01:00
