@@ -20,6 +20,11 @@ the same destination. Records from an index made before they carried both
 upgrade (`adopt`), as the progress store adopts the first cache it meets:
 until identities existed one cache wrote through one index.
 
+Each finished batch also leaves a receipt at the destination
+(`hypaware.blob.receipts`); the index records where, and takes in the
+receipts other writers of the same cache identity left (another state
+directory, or one that was lost), so their partitions count as written too.
+
 Finished records are dropped after `KEEP_DAYS`; a file whose batch is not
 in the index is treated as finished and acknowledged long ago.
 """
@@ -31,11 +36,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Collection, Iterable, Iterator
+from datetime import date
 from pathlib import Path
 from typing import Self
 
 import attrs
 
+from hypaware.blob.receipts import Receipt
 from hypaware.core.errors import StateError
 from hypaware.core.sqlite import Migration, immediate_transaction, migrate
 
@@ -72,6 +79,18 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE batches ADD COLUMN cache_identity TEXT;"
         "ALTER TABLE batches ADD COLUMN destination TEXT",
     ),
+    Migration(
+        # The destination's own record of each batch (hypaware.blob.receipts),
+        # and how far this index has read the receipts other writers left.
+        "receipts at the destination",
+        "ALTER TABLE batches ADD COLUMN receipt TEXT;"
+        "CREATE TABLE IF NOT EXISTS receipts_known ("
+        " path TEXT NOT NULL, destination TEXT NOT NULL, recorded_at REAL NOT NULL,"
+        " PRIMARY KEY (destination, path));"
+        "CREATE TABLE IF NOT EXISTS receipt_sync ("
+        " cache_identity TEXT NOT NULL, destination TEXT NOT NULL, dataset TEXT NOT NULL,"
+        " day TEXT NOT NULL, PRIMARY KEY (cache_identity, destination, dataset))",
+    ),
 )
 _LOOKUP_CHUNK = 500
 
@@ -86,6 +105,7 @@ class BatchRecord:
     open: bool
     partitions: frozenset[str] = frozenset()
     day_dirs: frozenset[str] = frozenset()
+    receipt: str | None = None
 
 
 class BatchIndex:
@@ -159,6 +179,7 @@ class BatchIndex:
                     (old,),
                 )
             self._db.execute("DELETE FROM batches WHERE open = 0 AND updated_at < ?", (old,))
+            self._db.execute("DELETE FROM receipts_known WHERE recorded_at < ?", (old,))
 
     def touch(self, stem: str, day_dir: str) -> None:
         """Record that the batch is about to write into `day_dir`."""
@@ -176,11 +197,104 @@ class BatchIndex:
             )
 
     def finish(self, stem: str) -> None:
-        """The batch's files are complete and no stale object of it is left."""
+        """The batch's files are complete, no stale object of it is left, its receipt is put."""
+        now = time.time()
         with self._errors("finish a batch"), immediate_transaction(self._db):
             self._db.execute(
-                "UPDATE batches SET open = 0, updated_at = ? WHERE stem = ?", (time.time(), stem)
+                "UPDATE batches SET open = 0, updated_at = ? WHERE stem = ?", (now, stem)
             )
+            self._db.execute(
+                "INSERT OR IGNORE INTO receipts_known (path, destination, recorded_at)"
+                " SELECT receipt, destination, ? FROM batches"
+                " WHERE stem = ? AND receipt IS NOT NULL",
+                (now, stem),
+            )
+
+    # ---------------------------------------------------------------- receipts
+
+    def receipt_of(self, stem: str) -> str | None:
+        """Where the batch's receipt goes (recorded before it is put), or None."""
+        with self._errors("read a batch"):
+            row = self._db.execute("SELECT receipt FROM batches WHERE stem = ?", (stem,)).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def set_receipt(self, stem: str, path: str) -> None:
+        """Record where the batch's receipt goes, before it is put (a sweep deletes it)."""
+        with self._errors("record a receipt"), immediate_transaction(self._db):
+            self._db.execute("UPDATE batches SET receipt = ? WHERE stem = ?", (path, stem))
+
+    def receipts_read(self, cache_identity: str, destination: str, dataset: str) -> date | None:
+        """The day this index last read `cache_identity`'s receipts for `dataset` (None: never)."""
+        with self._errors("read receipt progress"):
+            row = self._db.execute(
+                "SELECT day FROM receipt_sync"
+                " WHERE cache_identity = ? AND destination = ? AND dataset = ?",
+                (cache_identity, destination, dataset),
+            ).fetchone()
+        return None if row is None else date.fromisoformat(row[0])
+
+    def unknown_receipts(self, destination: str, paths: Collection[str]) -> list[str]:
+        """Those of `paths` this index has neither written nor read, in order."""
+        known: set[str] = set()
+        with self._errors("read receipts"):
+            for chunk, marks in _in_chunks(paths):
+                known.update(
+                    p
+                    for (p,) in self._db.execute(
+                        "SELECT path FROM receipts_known"
+                        f" WHERE destination = ? AND path IN ({marks})",
+                        (destination, *chunk),
+                    )
+                )
+        return sorted(p for p in set(paths) if p not in known)
+
+    def read_receipts(
+        self,
+        cache_identity: str,
+        destination: str,
+        dataset: str,
+        found: Iterable[tuple[str, Receipt]],
+        day: date,
+    ) -> int:
+        """Take other writers' receipts in as finished batches; how many batches were new.
+
+        A receipt whose batch this index already has (its own) changes nothing.
+        """
+        now = time.time()
+        added = 0
+        with self._errors("record receipts"), immediate_transaction(self._db):
+            for path, receipt in found:
+                added += self._db.execute(
+                    "INSERT OR IGNORE INTO batches (stem, dataset, batch_id, open, updated_at,"
+                    " cache_identity, destination, receipt) VALUES (?, ?, ?, 0, ?, ?, ?, ?)",
+                    (
+                        receipt.stem,
+                        receipt.dataset,
+                        receipt.batch_id,
+                        now,
+                        receipt.writer,
+                        destination,
+                        path,
+                    ),
+                ).rowcount
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO batch_partitions (stem, partition_id)"
+                    " SELECT ?, ? WHERE EXISTS (SELECT 1 FROM batches WHERE stem = ? AND open = 0"
+                    " AND receipt = ?)",
+                    ((receipt.stem, pid, receipt.stem, path) for pid in receipt.partitions),
+                )
+                self._db.execute(
+                    "INSERT OR IGNORE INTO receipts_known (path, destination, recorded_at)"
+                    " VALUES (?, ?, ?)",
+                    (path, destination, now),
+                )
+            self._db.execute(
+                "INSERT INTO receipt_sync (cache_identity, destination, dataset, day)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (cache_identity, destination, dataset)"
+                " DO UPDATE SET day = excluded.day",
+                (cache_identity, destination, dataset, day.isoformat()),
+            )
+        return added
 
     def forget(self, stem: str) -> None:
         """Every object of the batch was deleted."""
@@ -197,11 +311,12 @@ class BatchIndex:
         """Batches begun and not finished, with the day directories they touched."""
         with self._errors("read open batches"):
             rows = self._db.execute(
-                "SELECT stem, dataset, batch_id FROM batches WHERE open = 1 ORDER BY updated_at"
+                "SELECT stem, dataset, batch_id, receipt FROM batches WHERE open = 1"
+                " ORDER BY updated_at"
             ).fetchall()
             return [
-                BatchRecord(stem, dataset, batch_id, True, day_dirs=self._days(stem))
-                for stem, dataset, batch_id in rows
+                BatchRecord(stem, dataset, batch_id, True, day_dirs=self._days(stem), receipt=r)
+                for stem, dataset, batch_id, r in rows
             ]
 
     def day_dirs(self, stem: str) -> frozenset[str]:

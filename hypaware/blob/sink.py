@@ -22,6 +22,11 @@ Exactly once, with the sink's `BatchIndex` (see `hypaware.blob.batch_index`):
 - A partition that cannot be read or encoded is left out: the batch is
   written again without it (same names; the leftovers are deleted as
   above) and the partition goes to `retry_partitions`.
+- A finished batch leaves a receipt at the destination
+  (`hypaware.blob.receipts`) before it is acknowledged; before each batch
+  the sink reads the receipts of its cache identity it does not know yet,
+  so a partition another state directory (or a lost one) wrote is
+  acknowledged as already written, not written twice.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import logging
 import threading
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 
 import attrs
 
@@ -38,9 +44,11 @@ from hypaware.blob.batch_index import BatchIndex
 from hypaware.blob.day_passes import DayFeed, time_column_problem
 from hypaware.blob.file_writer import FileWriter, PartitionFailed, SinkClosing, WrittenFiles
 from hypaware.blob.layout import batch_stem
+from hypaware.blob.receipts import Receipt, ReceiptError, day_prefixes, receipt_path
 from hypaware.core.contracts import AsyncClosing, BlobStore, Encoder
 from hypaware.core.errors import (
     EncodeError,
+    NotFoundError,
     PathError,
     SinkClosedError,
     StoreError,
@@ -172,6 +180,10 @@ class BlobSink(FileWriter, AsyncClosing):
                     extra={"sink": self.name, "cache_identity": writer},
                 )
             self._adopted = True
+        try:
+            await self._read_receipts(writer, batch.dataset.name, where)
+        except StoreError as exc:
+            return self._all_failed(batch, {}, self._store_failure(exc))
         held = self.index.finished_holders(
             batch.dataset.name,
             [p.id for p in batch.partitions],
@@ -209,6 +221,8 @@ class BlobSink(FileWriter, AsyncClosing):
             try:
                 written = await self._write(batch, stem, dataset_dir, feed)
                 await self._remove_stale(stem, written)
+                if live:
+                    await self._put_receipt(batch, stem, writer, [p.id for p in live])
                 break
             except PartitionFailed as exc:
                 cause = exc.__cause__
@@ -292,6 +306,63 @@ class BlobSink(FileWriter, AsyncClosing):
         # Rows the encoder cannot represent will not encode on a retry either.
         return RetryPartition(part.id, reason, retryable=not isinstance(exc, EncodeError))
 
+    async def _read_receipts(self, writer: str, dataset: str, where: str) -> None:
+        """Take in the receipts of `writer` for `dataset` other state directories left."""
+        today = datetime.now(UTC).date()
+        since = self.index.receipts_read(writer, where, dataset)
+        paths: list[str] = []
+        for prefix in day_prefixes(writer, dataset, since, today):
+            try:
+                paths += [m.path async for m in self.store.list(prefix) if m.path.endswith(".json")]
+            except NotFoundError:
+                continue
+        found: list[tuple[str, Receipt]] = []
+        for path in self.index.unknown_receipts(where, paths):
+            try:
+                receipt = Receipt.decode(await self.store.get(path), path)
+            except NotFoundError:
+                continue  # its batch was swept meanwhile
+            except ReceiptError as exc:
+                log.warning(
+                    "sink %s: %s: skipped; the partitions it may name can be written again",
+                    self.name,
+                    exc,
+                    extra={"sink": self.name, "path": path},
+                )
+                continue
+            if receipt.writer == writer and receipt.dataset == dataset:
+                found.append((path, receipt))
+        added = self.index.read_receipts(writer, where, dataset, found, today)
+        if added:
+            log.info(
+                "sink %s: %d batches of cache %s for dataset %s were written to %s by another "
+                "state directory; their partitions are not written again",
+                self.name,
+                added,
+                writer,
+                dataset,
+                where,
+                extra={"sink": self.name, "cache_identity": writer, "batches": added},
+            )
+
+    async def _put_receipt(
+        self, batch: ExportBatch, stem: str, writer: str, partition_ids: list[str]
+    ) -> None:
+        now = datetime.now(UTC)
+        path = self.index.receipt_of(stem) or receipt_path(writer, batch.dataset.name, stem, now)
+        # Recorded first: a sweep of this batch, should it stay open, deletes the receipt.
+        self.index.set_receipt(stem, path)
+        receipt = Receipt(
+            writer=writer,
+            dataset=batch.dataset.name,
+            stem=stem,
+            batch_id=batch.batch_id,
+            sink=self.name,
+            partitions=tuple(partition_ids),
+            written_at=now.isoformat(timespec="seconds"),
+        )
+        await self.store.put(path, receipt.encode())
+
     async def _remove_stale(self, stem: str, written: WrittenFiles) -> None:
         """Delete every object of `stem` this attempt did not write, wherever any attempt wrote."""
         for day_dir in sorted(self.index.day_dirs(stem)):
@@ -303,6 +374,9 @@ class BlobSink(FileWriter, AsyncClosing):
         for record in self.index.open_batches():
             if record.stem in self._writing:
                 continue
+            if record.receipt is not None:
+                # First: no reader may take the batch as written once its files go.
+                await self.store.delete(record.receipt)
             for day_dir in sorted(record.day_dirs):
                 await self._delete_matching(
                     day_dir, record.stem, set(), f"failed batch {record.batch_id}"

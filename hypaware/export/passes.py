@@ -312,7 +312,10 @@ class Exporter:
             sum(p.row_count for p in before),
             extra={"sink": runner.name, "dataset": info.name, "partitions": len(before)},
         )
-        await self._send_groups(runner, sink, info, before, report, backfill=True)
+        # What this store never sent but the sink holds was written by another
+        # store of this cache identity: said, as on a normal pass.
+        sent = self.state.sent_seq(runner.name, info.name)
+        await self._send_groups(runner, sink, info, before, report, backfill=True, sent_before=sent)
         # A pass cut short (closing, or the sink halted) has not sent the rest.
         if not self._stop.is_set() and report.halted is None:
             # Also when nothing was left to send (all parked, or gone): the backfill is done.
@@ -555,9 +558,10 @@ class Exporter:
         message = (
             f"sink {name!r}: dataset {info.name!r}: {len(ids)} partitions this progress store "
             f"never sent were already written under cache identity {identity} ({shown}) and "
-            "were acknowledged without being written: another cache with this identity (a "
-            "copied or restored cache directory) exports to this destination, or an earlier "
-            "progress store of this cache was lost. If this cache is a copy, its rows in those "
+            "were acknowledged without being written: another state directory exports this "
+            "cache to this destination, another cache with this identity (a copied or restored "
+            "cache directory) does, or an earlier progress store of this cache was lost. If "
+            "this cache is a copy, its rows in those "
             "partitions are not at the sink: see docs/export.md, A copied cache"
         )
         log.warning(

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from hypaware.blob.receipts import RECEIPTS_DIR
 from hypaware.core.contracts import BlobStore
 from hypaware.core.paths import encode_segment
 
@@ -23,9 +24,14 @@ NAME = re.compile(r"^part-[0-9a-f]{32}-\d{4}\.parquet$")
 
 
 async def mirror(store: BlobStore, dest: Path, prefix: str = "") -> list[str]:
-    """Copy every object of `store` into `dest`; returns their paths."""
+    """Copy every data object of `store` into `dest`; returns their paths.
+
+    The sink's receipts (`hypaware.blob.receipts`) are not data: left out.
+    """
     paths = []
     async for meta in store.list(prefix):
+        if meta.path.startswith(RECEIPTS_DIR + "/"):
+            continue
         target = dest / meta.path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(await store.get(meta.path))

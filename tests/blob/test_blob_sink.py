@@ -26,6 +26,7 @@ from hypaware import (
     load_config,
 )
 from hypaware.blob.layout import NULL_DAY, batch_stem
+from hypaware.blob.receipts import RECEIPTS_DIR
 from hypaware.blob.sink import BlobSink
 from hypaware.destinations.memory import shared_store
 from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
@@ -202,9 +203,13 @@ async def test_dataset_names_from_data_stay_under_the_root(tmp_path: Path) -> No
     out = (tmp_path / "out").resolve()
     for path in files(tmp_path):
         assert out in path.resolve().parents
+    names = ("../../escape", "a/b", ".", "ünï cödé")
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        hypaware.core.paths.encode_segment(n) for n in ("../../escape", "a/b", ".", "ünï cödé")
+        [RECEIPTS_DIR, *(hypaware.core.paths.encode_segment(n) for n in names)]
     )
+    # Receipts are named the same way: nothing from data escapes through them either.
+    for path in (out / RECEIPTS_DIR).rglob("*"):
+        assert out in path.resolve().parents
     await sink.close()
 
 
@@ -634,6 +639,8 @@ async def test_jsonl_through_the_sink_round_trips(
     rows = []
     for chunk in obstore.list(shared_store(name)):
         for meta in chunk:
+            if meta["path"].startswith(RECEIPTS_DIR + "/"):
+                continue
             assert meta["path"].endswith(".jsonl.gz")
             day = meta["path"].split("/")[1].removeprefix("date=")
             data = gzip.decompress(obstore.get(shared_store(name), meta["path"]).bytes().to_bytes())

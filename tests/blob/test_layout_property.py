@@ -16,6 +16,7 @@ from obstore.store import MemoryStore
 
 from hypaware import DatasetInfo, ExportBatch, ExportOptions, PartitionRef
 from hypaware.blob.layout import NULL_DAY
+from hypaware.blob.receipts import RECEIPTS_DIR
 from hypaware.blob.sink import BlobSink
 from hypaware.blob.store import ObstoreBlobStore
 from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
@@ -46,7 +47,8 @@ async def export_twice(batch: ExportBatch, backing: MemoryStore) -> dict[str, by
     store = ObstoreBlobStore(backing)
     objects = {}
     async for meta in store.list():
-        objects[meta.path] = await store.get(meta.path)
+        if not meta.path.startswith(RECEIPTS_DIR + "/"):
+            objects[meta.path] = await store.get(meta.path)
     await store.close()
     return objects
 

@@ -139,16 +139,19 @@ def test_a_batch_index_of_the_first_release_is_migrated_and_keeps_its_batches(
             "EXPLAIN QUERY PLAN SELECT stem FROM batch_partitions WHERE partition_id = 'p-1'"
         ).fetchall()
         assert "batch_partitions_by_partition" in str(plan)
+        # The migrated index reads receipts: an old batch has none, a new one is taken in.
+        assert open_batch.receipt is None and index.receipt_of("events-b2") is None
+        assert index.receipts_read("cache-one", "file:///out", "events") is None
     finally:
         index.close()
-    assert _version(path) == len(INDEX_MIGRATIONS) == 3
+    assert _version(path) == len(INDEX_MIGRATIONS) == 4
 
 
 def test_a_batch_index_from_a_newer_hypaware_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "blob-batches.sqlite"
     BatchIndex(path).close()
-    _set_version(path, 4)
-    with pytest.raises(StateError, match=r"blob batch index .*schema version 4.*up to 3"):
+    _set_version(path, 5)
+    with pytest.raises(StateError, match=r"blob batch index .*schema version 5.*up to 4"):
         BatchIndex(path)
 
 

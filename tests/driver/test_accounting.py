@@ -382,3 +382,29 @@ async def test_embedded_drivers_keep_their_sink_state_under_their_own_state_dir(
             await driver.close()
         assert (tmp_path / app / "sinks" / "files" / "blob-batches.sqlite").exists()
     assert not (tmp_path / ".hypaware").exists()
+    # Both export this cache to one root: the second finds the first's receipts there.
+    written = _parquet_rows(tmp_path / "out")
+    assert len(written) == 30 and set(written) == all_row_ids(cache)
+
+
+async def test_a_wiped_state_dir_backfilled_to_the_same_root_doubles_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = make_cache(tmp_path / "cache", count=30)
+    doc = _config(tmp_path)
+    assert (await _once(doc, cache, backfill=True)).sinks["files"].rows == 30
+    shutil.rmtree(tmp_path / "state")
+    _add(cache, 900, 10)
+    report = await _once(doc, cache, backfill=True)
+    sink = report.sinks["files"]
+    assert sink.ok, sink.errors
+    written = _parquet_rows(tmp_path / "out")
+    assert len(written) == 40 and set(written) == all_row_ids(cache)
+    # Acknowledged as already written, counted, and said with the identity that holds them.
+    assert sink.already_held == 12 and sink.rows == 40
+    (notice,) = sink.notices
+    assert "never sent were already written under cache identity" in notice
+    assert cache.identity in notice and "another state directory" in notice
+    ledger = sink.ledger["events"]
+    _balanced(ledger)
+    assert ledger["exported"]["rows"] == 40
