@@ -250,7 +250,9 @@ class IcebergTableFormat:
         except IcebergError as exc:
             return ExportResult.failed(batch, str(exc), retryable=exc.retryable)
         except IncompatibleSchemaError as exc:
-            return ExportResult.failed(batch, f"{what}: {exc}", retryable=False)
+            # Most schema errors already say where they happened; say it once.
+            text = str(exc) if str(exc).startswith(what) else f"{what}: {exc}"
+            return ExportResult.failed(batch, text, retryable=False)
         except (StoreError, ConfigError) as exc:
             return ExportResult.failed(batch, f"{what}: {exc}")
         except Exception as exc:

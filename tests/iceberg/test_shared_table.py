@@ -244,6 +244,8 @@ def test_an_incompatible_column_parks_the_gateways_partitions_and_exits_1(
     report = json.loads(out)["sinks"]["archive"]
     assert report["parked"] == 10 and report["rows"] == 0
     assert any("tokens" in e for e in report["errors"]), report["errors"]
+    # Where it happened is said once, not once per layer.
+    assert all(e.count("table hyp.messages") == 1 for e in report["errors"]), report["errors"]
     assert report["ledger"]["messages"]["parked"]["rows"] == ROWS
 
 
