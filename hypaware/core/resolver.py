@@ -398,5 +398,11 @@ class BuildContext:
         return secret.reveal(self.env, path=f"sinks.{self.sink_name}.config.{field}")
 
     def resolve_path(self, path: str) -> Path:
+        """A path from the sink's config, as the sink must open it.
+
+        `~` is expanded; a relative path is taken from `base_dir` (the config
+        file's directory, or the embedding app's), never from the process's
+        working directory, so a daemon started elsewhere finds the same files.
+        """
         p = Path(path).expanduser()
         return p if p.is_absolute() else self.base_dir / p

@@ -100,8 +100,12 @@ async def run_queryable_checks(
 ) -> list[CheckOutcome]:
     """Run the checks of a sink that claims ``queryable`` (all, or those in `only`).
 
-    These are the checks in `QUERYABLE_CHECK_NAMES`, on top of (not
-    including) `run_sink_checks`' own: run both for a queryable sink.
+    These are the five checks in `QUERYABLE_CHECK_NAMES`: the scan is exact
+    by value and type, honours `exclude` over every subset, honours the
+    projection, honours the filter, and reads a lost ack's rows once. They
+    run on top of (not including) `run_sink_checks`' own: a queryable sink
+    runs both. Each outcome names its check, so a failure says which rule
+    the scan broke.
     """
     return await _run(QUERYABLE_CHECKS, harness, only, harness.skip_checks, _ALL_SINK_CHECKS)
 
@@ -162,7 +166,11 @@ class SinkContract:
         raise NotImplementedError
 
     def stall(self, target: Any) -> AbstractAsyncContextManager[Any] | None:
-        """A context during which the destination holds exports in a wait, or None."""
+        """A context during which the destination holds exports in a wait, or None.
+
+        None (the default) skips `close_aborts_wait` with a message naming this
+        hook; the other checks do not need it.
+        """
         return None
 
     def local_root(self, target: Any) -> Path | None:

@@ -54,7 +54,8 @@ class SinkHarness:
       destination cannot be read back; checks that need it are then skipped.
     - `stall`: an async context manager during which the destination makes
       `export_batch` wait (e.g. a server answering 429 with a long
-      Retry-After), or None; the abort-on-close check needs it.
+      Retry-After), or None. Without it `close_aborts_wait` is skipped, and
+      the skip names the missing hook; every other check still runs.
     - `local_root`: the local directory every file the sink writes lives
       under, if it writes local files; lets the path check see escapes.
     - `secrets`: secret values the sink was configured with; none of them
