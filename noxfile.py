@@ -57,12 +57,23 @@ def install(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff, and the architecture: ``lint-imports`` checks pyproject's layer contract."""
+    """ruff, the architecture and the public surface.
+
+    ``lint-imports`` checks pyproject's layer contract; ``tools/api_surface.py
+    --check`` fails when the public surface differs from docs/api-surface.txt
+    (see CHANGELOG.md).
+    """
     session.install("ruff>=0.8", "import-linter>=2.1")
     session.run("ruff", "check", ".")
-    session.run("ruff", "format", "--check", "hypaware", "tests")
+    session.run("ruff", "format", "--check", "hypaware", "tests", "tools")
     # grimp reads the source; the package need not be installed, only on the path.
     session.run("lint-imports", env={"PYTHONPATH": session.invoked_from})
+    # The surface check imports hypaware; the conformance module needs pytest
+    # (the ``testing`` extra).
+    session.install("-e", ".[testing]")
+    session.run(
+        "python", "tools/api_surface.py", "--check", env={"PYTHONPATH": session.invoked_from}
+    )
 
 
 @nox.session(python=PYTHON)
