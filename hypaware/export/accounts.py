@@ -76,7 +76,12 @@ class DatasetLedger:
 
 
 def dataset_ledger(
-    cache: Cache, state: ProgressStore, sink: str, dataset: str, *, replaced: bool = False
+    cache: Cache,
+    state: ProgressStore,
+    sink: str,
+    dataset: str,
+    *,
+    replaced: bool | None = None,
 ) -> DatasetLedger:
     """Account for every sealed partition of `dataset` in `cache` for `sink`.
 
@@ -84,8 +89,15 @@ def dataset_ledger(
     replaced and no driver has bound the store to it yet). The store's
     progress names the old cache's partitions, so none of it applies: the
     next export starts this cache from its beginning, and every sealed
-    partition is pending.
+    partition is pending. None (the default) compares the store's tracked
+    identity with `cache.identity`; a caller that must not make a cache's
+    identity file (a read-only `status`) works it out itself and says.
     """
+    if replaced is None:
+        # A host's cache may have no identity (the driver then binds a stand-in).
+        identity = getattr(cache, "identity", None)
+        tracked = state.cache_identity()
+        replaced = identity is not None and tracked is not None and tracked != identity
     ledger = DatasetLedger()
     if replaced:
         for part in cache.ready_partitions(dataset):

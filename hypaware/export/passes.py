@@ -284,7 +284,9 @@ class Exporter:
         sent = self.state.sent_seq(name, info.name)
         await self._send_groups(runner, sink, info, parts, report, backfill=False, sent_before=sent)
         self._report_lag(name, info, report)
-        report.ledger[info.name] = dataset_ledger(self.cache, self.state, name, info.name).as_dict()
+        # A driver's store is bound to its cache: nothing in it is another's.
+        ledger = dataset_ledger(self.cache, self.state, name, info.name, replaced=False)
+        report.ledger[info.name] = ledger.as_dict()
 
     async def _backfill(
         self,
