@@ -40,7 +40,7 @@ class ConfigMissingError(Exception):
 
 def add_config_argument(parser: argparse.ArgumentParser, *, positional: bool = False) -> None:
     """``--config FILE`` (and an optional positional FILE), falling back to $HYPAWARE_CONFIG."""
-    help_text = f"path to the JSON config (default: ${CONFIG_ENV})"
+    help_text = f"config file (TOML or JSON; default: ${CONFIG_ENV})"
     parser.add_argument("--config", metavar="FILE", help=help_text)
     if positional:
         parser.add_argument("file", nargs="?", metavar="FILE", help="same as --config FILE")

@@ -1,4 +1,4 @@
-"""``hypaware reset-progress --config FILE --sink S --from now|start [--yes]``.
+"""``hypaware reset-progress [--config FILE] --sink S [--sink S ...] --from now|start [--yes]``.
 
 Starts a sink's progress again: ``--from now`` skips everything sealed in
 the cache so far (the sink receives only new partitions), ``--from start``
@@ -6,6 +6,7 @@ sends everything the cache still holds. Its respooled, parked and in-flight
 partitions are forgotten, and its current destination is taken as its own
 (the answer to a "destination changed" or "progress was lost" refusal).
 The cache is never touched. Not on a terminal, it asks for ``--yes``.
+``--sink`` may be repeated; every named sink is checked before any is reset.
 Exit status: 0, 1 when the sink is being exported right now, 2 for an
 unknown sink or dataset, a missing ``--yes`` or an unusable config.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hypaware.cache.local import LocalCache
+from hypaware.cli.common import ConfigMissingError, add_config_argument, config_path, error
 from hypaware.cli.redact import redact_config
 from hypaware.core.config import HypawareConfig
 from hypaware.core.config_loader import load_config
@@ -32,6 +34,8 @@ from hypaware.export.state import ProgressStore
 
 __all__ = ["register", "run"]
 
+COMMAND = "reset-progress"
+
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
@@ -40,8 +44,14 @@ def register(sub: Any) -> None:
         description="Forget a sink's progress and start it again: from now (only new "
         "partitions) or from the start of what the cache holds. Deletes no cache data.",
     )
-    parser.add_argument("--config", required=True, metavar="FILE", help="path to the JSON config")
-    parser.add_argument("--sink", required=True, metavar="NAME", help="the sink to reset")
+    add_config_argument(parser)
+    parser.add_argument(
+        "--sink",
+        required=True,
+        action="append",
+        metavar="NAME",
+        help="the sink to reset (repeat for several)",
+    )
     parser.add_argument(
         "--from",
         dest="start",
@@ -86,50 +96,63 @@ def _sink_lock(state_dir: Path, sink: str) -> Iterator[bool]:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.config)
+        config = load_config(config_path(args))
     except ConfigError as exc:
         for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
+            error(COMMAND, problem)
+        return 2
+    except ConfigMissingError as exc:
+        error(COMMAND, exc)
         return 2
     redact_config(getattr(args, "log_handler", None), config)
     names = [s.name for s in config.sinks]
-    if args.sink not in names:
-        print(f"error: no such sink {args.sink!r}{did_you_mean(args.sink, names)}", file=sys.stderr)
+    wanted = list(dict.fromkeys(args.sink))
+    unknown = [s for s in wanted if s not in names]
+    for name in unknown:
+        error(COMMAND, f"no such sink {name!r}{did_you_mean(name, names)}")
+    if unknown:
         return 2
     what = (
         "skip every partition sealed so far"
         if args.start == "now"
         else "send again everything the cache still holds"
     )
+    which = ", ".join(repr(s) for s in wanted)
+    plural = "s" if len(wanted) > 1 else ""
     if not args.yes:
         if not sys.stdin.isatty():
-            print(
-                f"error: reset-progress of sink {args.sink!r} would {what}; "
+            error(
+                COMMAND,
+                f"reset-progress of sink{plural} {which} would {what}; "
                 "not on a terminal, so confirm with --yes",
-                file=sys.stderr,
             )
             return 2
-        answer = input(f"Reset the progress of sink {args.sink!r} and {what}? [y/N] ")
+        answer = input(f"Reset the progress of sink{plural} {which} and {what}? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing changed", file=sys.stderr)
             return 1
+    for sink in wanted:
+        code = _reset(config, sink, args.start)
+        if code:
+            return code
+    return 0
+
+
+def _reset(config: HypawareConfig, sink: str, start: str) -> int:
     try:
-        high_waters = _high_waters(config, args.sink, args.start)
-        with _sink_lock(config.state_path, args.sink) as locked:
+        high_waters = _high_waters(config, sink, start)
+        with _sink_lock(config.state_path, sink) as locked:
             if not locked:
-                print(
-                    f"error: sink {args.sink!r} is being exported right now; try again after",
-                    file=sys.stderr,
-                )
+                error(COMMAND, f"sink {sink!r} is being exported right now; try again after")
                 return 1
             store = ProgressStore(config.state_path)
             try:
-                reset_progress(store, config.sink(args.sink), high_waters)
+                reset_progress(store, config.sink(sink), high_waters)
             finally:
                 store.close()
     except (StateError, CacheError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error(COMMAND, exc)
         return 2
     marks = ", ".join(f"{ds}={hw}" for ds, hw in sorted(high_waters.items())) or "no datasets yet"
-    print(f"sink {args.sink}: progress reset from {args.start} ({marks})")
+    print(f"sink {sink}: progress reset from {start} ({marks})")
     return 0

@@ -1,10 +1,11 @@
-"""``hypaware retry --config FILE [--sink S] [--dataset D] [--all]``: parked partitions back.
+"""``hypaware retry [--config FILE] [--sink S ...] [--dataset D] [--all]``: parked partitions back.
 
 A partition is parked when it failed in a way another slot cannot fix (see
 docs/export.md). After fixing the cause (a token, a bucket, a column type),
 ``retry`` respools the parked partitions of a sink, of a dataset, or all of
-them; the next pass of their sink sends them. Exit status: 0, or 2 for an
-unknown sink or dataset (with a did-you-mean) or an unusable config.
+them; the next pass of their sink sends them. ``--sink`` may be repeated.
+Exit status: 0, or 2 for an unknown sink or dataset (with a did-you-mean)
+or an unusable config.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sys
 from typing import Any
 
 from hypaware.cache.local import LocalCache
+from hypaware.cli.common import ConfigMissingError, add_config_argument, config_path, error
 from hypaware.cli.redact import redact_config
 from hypaware.core.config_loader import load_config
 from hypaware.core.errors import CacheError, ConfigError, StateError
@@ -31,8 +33,13 @@ def register(sub: Any) -> None:
         description="Respool parked partitions (of one sink, one dataset, or all of them) "
         "so the next pass of their sink sends them again. Nothing is deleted.",
     )
-    parser.add_argument("--config", required=True, metavar="FILE", help="path to the JSON config")
-    parser.add_argument("--sink", metavar="NAME", help="only this sink's parked partitions")
+    add_config_argument(parser)
+    parser.add_argument(
+        "--sink",
+        action="append",
+        metavar="NAME",
+        help="only this sink's parked partitions (repeat for several)",
+    )
     parser.add_argument("--dataset", metavar="NAME", help="only this dataset's parked partitions")
     parser.add_argument("--all", action="store_true", help="every parked partition of every sink")
     parser.add_argument("--json", action="store_true", help="print what was put back as JSON")
@@ -41,27 +48,26 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not (args.sink or args.dataset or args.all):
-        print("error: say which parked partitions: --sink, --dataset or --all", file=sys.stderr)
+        error("retry", "say which parked partitions: --sink, --dataset or --all")
         return 2
     try:
-        config = load_config(args.config)
+        config = load_config(config_path(args))
         redact_config(getattr(args, "log_handler", None), config)
         state_file = config.state_path / STATE_FILE
         store = ProgressStore(config.state_path, create=False) if state_file.exists() else None
     except ConfigError as exc:
         for problem in exc.problems:
-            print(f"error: {problem}", file=sys.stderr)
+            error("retry", problem)
         return 2
-    except StateError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (StateError, ConfigMissingError) as exc:
+        error("retry", exc)
         return 2
     try:
         sinks = {s.name for s in config.sinks} | set(store.sinks() if store else [])
-        if args.sink is not None and args.sink not in sinks:
-            print(
-                f"error: no such sink {args.sink!r}{did_you_mean(args.sink, sinks)}",
-                file=sys.stderr,
-            )
+        unknown = [s for s in args.sink or [] if s not in sinks]
+        for name in unknown:
+            error("retry", f"no such sink {name!r}{did_you_mean(name, sinks)}")
+        if unknown:
             return 2
         if args.dataset is not None:
             try:
@@ -72,11 +78,14 @@ def run(args: argparse.Namespace) -> int:
                 known |= {p.dataset for p in store.parked()}
             if args.dataset not in known:
                 hint = did_you_mean(args.dataset, known)
-                print(f"error: no such dataset {args.dataset!r}{hint}", file=sys.stderr)
+                error("retry", f"no such dataset {args.dataset!r}{hint}")
                 return 2
-        back = store.unpark(args.sink, args.dataset) if store is not None else []
+        back = []
+        if store is not None:
+            for name in dict.fromkeys(args.sink or [None]):
+                back += store.unpark(name, args.dataset)
     except StateError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        error("retry", exc)
         return 2
     finally:
         if store is not None:

@@ -190,3 +190,39 @@ def test_retry_and_reset_progress_bad_input(
     assert "(did you mean 'files'?)" in capsys.readouterr().err
     assert main(["retry", "--config", str(config), "--all"]) == 0
     assert json.loads(capsys.readouterr().out)["retried"] == 0
+
+
+def test_retry_and_reset_progress_take_the_shape_of_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = make_cache(tmp_path / "cache", count=30, retention=None)
+    path = tmp_path / "hypaware.json"
+    sink = {"writer": "@hypaware/format-parquet", "destination": "@hypaware/local-fs"}
+    doc = {
+        "state_dir": "state",
+        "cache": {"path": "cache"},
+        "sinks": {name: {**sink, "config": {"root": name}} for name in ("a", "b", "c")},
+    }
+    path.write_text(json.dumps(doc))
+    assert export(path, capsys, "--backfill")[0] == 0
+    # The config from $HYPAWARE_CONFIG, as for every other command.
+    monkeypatch.setenv("HYPAWARE_CONFIG", str(path))
+    # Every --sink counts, and a misspelt one stops the lot before anything is reset.
+    assert main(["reset-progress", "--sink", "a", "--sink", "x", "--from", "start", "--yes"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hypaware reset-progress: error: no such sink 'x'"), err
+    assert main(["reset-progress", "--sink", "a", "--sink", "b", "--from", "start", "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "sink a: progress reset" in out and "sink b: progress reset" in out
+    code, report = export(path, capsys)
+    assert code == 0
+    assert report["sinks"]["a"]["rows"] == 30 and report["sinks"]["b"]["rows"] == 30
+    assert report["sinks"]["c"]["rows"] == 0
+    assert exported_ids(tmp_path / "c") == Counter(all_row_ids(cache))
+    assert main(["retry", "--sink", "a", "--sink", "nope"]) == 2
+    assert capsys.readouterr().err.startswith("hypaware retry: error: no such sink 'nope'")
+    assert main(["retry", "--sink", "a", "--sink", "b"]) == 0
+    assert json.loads(capsys.readouterr().out)["retried"] == 0
+    monkeypatch.delenv("HYPAWARE_CONFIG")
+    assert main(["retry", "--all"]) == 2
+    assert "hypaware retry: error: no config: give --config FILE" in capsys.readouterr().err
