@@ -220,13 +220,13 @@ def _emit(reader: pa.RecordBatchReader, fmt: str, out: IO[Any]) -> None:
         import pyarrow.csv as pacsv
 
         buffer = _TextSink(out)
-        schema = _text_timestamps(reader.schema)
+        schema = _text_schema(reader.schema)
         with pacsv.CSVWriter(buffer, schema) as writer:
             for batch in reader:
-                writer.write_batch(_iso_timestamps(batch, schema))
+                writer.write_batch(_as_text(batch, schema))
     elif fmt == "jsonl":
         for batch in reader:
-            for row in batch.to_pylist():
+            for row in batch.to_pylist(maps_as_pydicts="lossy"):
                 out.write(json.dumps(row, default=_json_value, ensure_ascii=False) + "\n")
     else:
         # Piped or redirected, nothing is cut: the reader gets every cell whole
@@ -237,28 +237,41 @@ def _emit(reader: pa.RecordBatchReader, fmt: str, out: IO[Any]) -> None:
             out.write(line + "\n")
 
 
-def _text_timestamps(schema: pa.Schema) -> pa.Schema:
+def _needs_text(type_: pa.DataType) -> bool:
+    """Columns CSV has no form for: timestamps (ours is ``...Z``) and nested values."""
+    import pyarrow as pa
+
+    return bool(pa.types.is_timestamp(type_) or pa.types.is_nested(type_))
+
+
+def _text_schema(schema: pa.Schema) -> pa.Schema:
     import pyarrow as pa
 
     for i, field in enumerate(schema):
-        if pa.types.is_timestamp(field.type):
+        if _needs_text(field.type):
             schema = schema.set(i, field.with_type(pa.string()))
     return schema
 
 
-def _iso_timestamps(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Timestamp columns as the one text form every output uses (``...Z``)."""
+def _as_text(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Timestamps in the one text form every output uses, nested values as JSON text."""
     import pyarrow as pa
 
     if batch.schema.equals(schema):
         return batch
-    columns = [
-        pa.array([_iso(v) for v in column.to_pylist()], pa.string())
-        if pa.types.is_timestamp(column.type)
-        else column
-        for column in batch.columns
-    ]
+    columns = []
+    for column in batch.columns:
+        if pa.types.is_timestamp(column.type):
+            column = pa.array([_iso(v) for v in column.to_pylist()], pa.string())
+        elif pa.types.is_nested(column.type):
+            values = column.to_pylist(maps_as_pydicts="lossy")
+            column = pa.array([None if v is None else _json_text(v) for v in values], pa.string())
+        columns.append(column)
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, default=_json_value, ensure_ascii=False)
 
 
 def _iso(value: Any) -> str | None:
@@ -298,7 +311,8 @@ def _cell(value: Any) -> str:
         return "null"
     if isinstance(value, datetime):
         return iso_utc(value) or ""
-    text = str(value)
+    # Lists, structs and maps as JSON text, as in CSV, not as Python reprs.
+    text = _json_text(value) if isinstance(value, list | dict) else str(value)
     return text.replace("\n", " ").replace("\t", " ")
 
 
@@ -337,7 +351,8 @@ def format_table(reader: pa.RecordBatchReader, width: int | None) -> Iterator[st
     total = 0
     batches = iter(reader)
     for batch in batches:
-        rows.extend([_cell(v) for v in row.values()] for row in batch.to_pylist())
+        for row in batch.to_pylist(maps_as_pydicts="lossy"):
+            rows.append([_cell(v) for v in row.values()])
         if len(rows) >= _SAMPLE_ROWS:
             break
     cap = _MAX_CELL if width is not None else sys.maxsize
@@ -363,7 +378,7 @@ def format_table(reader: pa.RecordBatchReader, width: int | None) -> Iterator[st
         total += 1
         yield line(r)
     for batch in batches:
-        for row in batch.to_pylist():
+        for row in batch.to_pylist(maps_as_pydicts="lossy"):
             total += 1
             yield line([_cell(v) for v in row.values()])
     footer = f"({total} row{'s' if total != 1 else ''})"

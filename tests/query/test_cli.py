@@ -156,6 +156,35 @@ def test_sql_over_the_union(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert code == 2 and "--sql" in err and "nope" in err
 
 
+@pytest.mark.parametrize("fmt", ["csv", "table", "jsonl"])
+def test_nested_values_print_as_json_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    pytest.importorskip("duckdb")
+    cfg = _setup(tmp_path)
+    sql = (
+        "SELECT row_id, [conv, 'x'] AS tags, {'id': row_id, 'c': conv} AS s, "
+        "MAP {'k': row_id} AS m, ts FROM events WHERE row_id = 4"
+    )
+    code, out, err = _run(capsys, "--config", cfg, "events", "--format", fmt, "--sql", sql)
+    assert code == 0, err
+    if fmt == "csv":
+        (row,) = list(csv.DictReader(io.StringIO(out)))
+    elif fmt == "jsonl":
+        (row,) = [json.loads(line) for line in out.splitlines()]
+        row = {k: v if isinstance(v, str) else json.dumps(v) for k, v in row.items()}
+    else:
+        head, rule, line, _count = out.splitlines()
+        # JSON text has spaces; split the row where the rule's dashes start.
+        starts = [i for i, ch in enumerate(rule) if ch == "-" and (i == 0 or rule[i - 1] == " ")]
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        row = dict(zip(head.split(), cells, strict=True))
+    assert json.loads(row["tags"]) == ["c1", "x"]
+    assert json.loads(row["s"]) == {"id": 4, "c": "c1"}
+    assert json.loads(row["m"]) == {"k": 4}
+    assert row["ts"].endswith("Z")
+
+
 def test_sql_without_duckdb_says_how_to_install(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
