@@ -10,6 +10,12 @@ one bucket: exported, pending, in flight, parked, before the start point)
 and the start point; for the whole store, the cache it tracks and every
 change of cache it met. Reads only; safe to run while an export is running.
 An empty (0-byte) progress store is an error, not "nothing exported".
+
+On a terminal: one line per sink and dataset with the ledger's rows, then
+the lines that need a look (an error, a start point, parked partitions
+grouped by reason with a count, a halt), reasons cut short; ``--verbose``
+keeps reasons whole and names every parked partition. Piped, or with
+``--json``, the whole document.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from hypaware.cache.identity import read_identity
 from hypaware.cache.local import LocalCache
@@ -39,8 +46,9 @@ from hypaware.export.state import STATE_FILE, ProgressStore, SinkState
 
 __all__ = ["collect_status", "register", "run", "sink_warnings", "state_warnings"]
 
-# Parked partitions listed one per line in the table view; --json lists them all.
-_PARKED_SHOWN = 10
+# On a terminal a reason is cut to this many characters; --verbose and --json
+# keep it whole.
+_REASON_SHOWN = 80
 
 
 def register(sub: Any) -> None:
@@ -52,6 +60,12 @@ def register(sub: Any) -> None:
     )
     add_config_argument(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="full reasons, and every parked partition by name",
+    )
     parser.set_defaults(func=run)
 
 
@@ -236,65 +250,98 @@ def run(args: argparse.Namespace) -> int:
     if args.json or not sys.stdout.isatty():
         print(json.dumps(doc, indent=2, sort_keys=True))
         return 0
-    rows: list[tuple[str, ...]] = [
-        ("SINK", "HIGH-WATER", "LAG", "RESPOOL", "PARKED", "IN FLIGHT", "LAST RUN", "LAST ERROR")
-    ]
-    for name, s in doc["sinks"].items():
-        marks = ", ".join(
-            f"{ds}={'-' if d['high_water'] is None else d['high_water']}"
-            for ds, d in s["datasets"].items()
-        )
-        label = name if s["configured"] else f"{name} (not configured)"
-        rows.append(
-            (
-                label,
-                marks or "-",
-                f"{s['lag_partitions']} partitions, {s['lag_rows']:,} rows",
-                str(s["respool"]),
-                str(s["parked"]),
-                str(s["in_flight"]),
-                s["last_run"] or "never",
-                _error_cell(s),
-            )
-        )
-    print_table(rows, sys.stdout)
-    for change in doc["cache_changes"][-1:]:
-        print(f"cache: {change['description']}", file=sys.stdout)
-    for warning in doc["warnings"]:
-        print(f"warning: {warning}", file=sys.stdout)
-    for name, s in doc["sinks"].items():
-        for ds, d in s["datasets"].items():
-            if d["start"] is not None and d["ledger"]["before_start"]["partitions"]:
-                print(f"start: {name} {ds}: {d['start']}", file=sys.stdout)
-        shown = s["parked_partitions"][:_PARKED_SHOWN]
-        for p in shown:
-            print(
-                f"parked: {name} {p['dataset']}/{p['partition']} since {p['parked_at']} "
-                f"after {p['attempts']} attempts: {p['reason']}",
-                file=sys.stdout,
-            )
-        if s["parked"] > len(shown):
-            print(
-                f"parked: {name}: {s['parked'] - len(shown)} more (see --json); "
-                f"`hypaware retry --sink {name}` puts them back in line",
-                file=sys.stdout,
-            )
-        if s.get("halted"):
-            h = s["halted"]
-            print(
-                f"halted: {name} since {h['since']} ({h['attempts']} tries): {h['reason']}; "
-                f"nothing parked, rows wait pending; next try {h['next_try']}",
-                file=sys.stdout,
-            )
-        for warning in s["warnings"]:
-            print(f"warning: {warning}", file=sys.stdout)
+    _print_view(doc, verbose=args.verbose, out=sys.stdout)
     return 0
 
 
-def _error_cell(s: dict[str, Any]) -> str:
-    if s["failing"]:
-        return f"{s['last_error']} (since {s['error_since']}, {s['error_partitions']} partitions)"
-    return s["last_error"] or "-"
+def _print_view(doc: dict[str, Any], *, verbose: bool, out: TextIO) -> None:
+    """The terminal view: one line per sink and dataset, then what needs a look."""
+
+    def short(text: str) -> str:
+        text = " ".join(text.split())
+        if verbose or len(text) <= _REASON_SHOWN:
+            return text
+        return text[: _REASON_SHOWN - 1] + "…"
+
+    head = ("SINK", "DATASET", "EXPORTED", "PENDING", "IN FLIGHT", "PARKED", "BEFORE START")
+    rows: list[tuple[str, ...]] = [(*head, "LAST RUN")]
+    for name, s in doc["sinks"].items():
+        label = name if s["configured"] else f"{name} (not configured)"
+        datasets = s["datasets"] or {"-": None}
+        for ds, d in datasets.items():
+            ledger = d["ledger"] if d is not None else None
+
+            def rows_in(bucket: str, ledger: Any = ledger) -> str:
+                return "-" if ledger is None else f"{ledger[bucket]['rows']:,}"
+
+            rows.append(
+                (
+                    label,
+                    ds,
+                    rows_in("exported"),
+                    rows_in("pending"),
+                    rows_in("in_flight"),
+                    rows_in("parked"),
+                    rows_in("before_start"),
+                    _seconds(s["last_run"]) or "never",
+                )
+            )
+    print_table(rows, out)
+    for change in doc["cache_changes"][-1:]:
+        print(f"cache: {change['description']}", file=out)
+    for warning in doc["warnings"]:
+        print(f"warning: {warning}", file=out)
+    for name, s in doc["sinks"].items():
+        if s["failing"] and s["last_error"]:
+            print(
+                f"error: {name} since {_seconds(s['error_since'])}: {short(s['last_error'])}",
+                file=out,
+            )
+        for ds, d in s["datasets"].items():
+            if d["start"] is not None and d["ledger"]["before_start"]["partitions"]:
+                print(f"start: {name} {ds}: {d['start']}", file=out)
+        _print_parked(name, s["parked_partitions"], verbose=verbose, short=short, out=out)
+        if s.get("halted"):
+            h = s["halted"]
+            print(
+                f"halted: {name} since {_seconds(h['since'])} ({h['attempts']} tries): "
+                f"{short(h['reason'])}; nothing parked, rows wait pending; "
+                f"next try {_seconds(h['next_try'])}",
+                file=out,
+            )
+        for warning in s["warnings"]:
+            print(f"warning: {warning}", file=out)
+
+
+def _print_parked(
+    name: str,
+    parked: list[dict[str, Any]],
+    *,
+    verbose: bool,
+    short: Callable[[str], str],
+    out: TextIO,
+) -> None:
+    """Parked partitions grouped by dataset and reason, each group once with a count."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for p in parked:
+        groups.setdefault((p["dataset"], p["reason"]), []).append(p)
+    for (ds, reason), members in groups.items():
+        since = min(p["parked_at"] for p in members)
+        count = f"{len(members)} partition{'s' if len(members) != 1 else ''}"
+        print(f"parked: {name} {ds}: {count} since {_seconds(since)}: {short(reason)}", file=out)
+        if verbose:
+            for p in members:
+                print(f"  {p['partition']} after {p['attempts']} attempts", file=out)
+    if parked:
+        print(f"parked: `hypaware retry --sink {name}` puts them back in line", file=out)
+
+
+def _seconds(stamp: str | None) -> str | None:
+    """An ISO stamp to whole seconds, for the terminal (JSON keeps it whole)."""
+    if stamp is None:
+        return None
+    head, _, rest = stamp.partition(".")
+    return head + "Z" if rest else stamp
 
 
 def state_warnings(config: HypawareConfig) -> list[str]:

@@ -123,6 +123,7 @@ class ScriptedSink:
         self.entered = asyncio.Event()
         self.returned = asyncio.Event()
         self.fail_ids: Callable[[str], bool] = lambda _pid: False
+        self.reason = "scripted partial failure"
 
     async def export_batch(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
         self.batches.append(batch)
@@ -141,7 +142,7 @@ class ScriptedSink:
         retry: list[RetryPartition] = []
         for part in batch.partitions:
             if self.mode == "partial" and self.fail_ids(part.id):
-                retry.append(RetryPartition(part.id, "scripted partial failure"))
+                retry.append(RetryPartition(part.id, self.reason))
                 continue
             table = part.open().read_all()
             self.rows.update(table.column("row_id").to_pylist())

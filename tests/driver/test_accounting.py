@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -408,3 +409,42 @@ async def test_a_wiped_state_dir_backfilled_to_the_same_root_doubles_nothing(
     ledger = sink.ledger["events"]
     _balanced(ledger)
     assert ledger["exported"]["rows"] == 40
+
+
+async def test_status_on_a_terminal_groups_parked_reasons_and_cuts_them_short(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reason = "the endpoint rejected the rows (422): " + "field conv is not known; " * 12
+    cache = make_cache(tmp_path / "cache", count=0)
+    _add(cache, 0, 40)
+    sink = ScriptedSink()
+    sink.mode = "partial"
+    sink.fail_ids = lambda pid: True
+    sink.reason = reason
+    driver = ExportDriver(
+        cache, sinks(("a", sink), max_partition_attempts=1), state=tmp_path / "state"
+    )
+    await driver.run_once(backfill=True)
+    await driver.close()
+    parked = len(cache.ready_partitions("events"))
+    assert parked > 2
+    doc = {
+        "state_dir": str(tmp_path / "state"),
+        "cache": {"path": str(tmp_path / "cache")},
+        "sinks": {"a": {"plugin": "@hypaware/webhook", "config": {"url": "http://127.0.0.1:9/"}}},
+    }
+    path = tmp_path / "hypaware.json"
+    path.write_text(json.dumps(doc))
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert main(["status", "--config", str(path)]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    (group,) = [line for line in lines if line.startswith("parked: a events:")]
+    assert f"{parked} partitions since" in group and group.endswith("…")
+    assert len(group) < 160 and text.count("field conv") <= 2
+    (row,) = [line for line in lines if line.startswith("a ")]
+    assert row.split()[:3] == ["a", "events", "0"]
+    assert main(["status", "--config", str(path), "--verbose"]) == 0
+    verbose = capsys.readouterr().out
+    assert " ".join(reason.split()) in verbose
+    assert sum(1 for line in verbose.splitlines() if "after 1 attempts" in line) == parked

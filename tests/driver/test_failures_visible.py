@@ -108,7 +108,7 @@ def test_local_root_that_cannot_be_written(
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     assert main(["status", "--config", str(config)]) == 0
     text = capsys.readouterr().out
-    assert "(since 20" in text and "halted: files since 20" in text
+    assert "error: files since 20" in text and "halted: files since 20" in text
     # Once the cause is gone, the next pass sends every row without `retry`.
     (tmp_path / "out" / "events").unlink()
     code, summary, _records, status = export_and_status(config, capsys)
