@@ -146,6 +146,8 @@ class SinkReport:
     def as_dict(self) -> dict[str, Any]:
         doc = attrs.asdict(self)
         doc["ok"] = self.ok
+        # Milliseconds are what a reader of the JSON can use; the float stays whole here.
+        doc["seconds"] = round(self.seconds, 3)
         return doc
 
 

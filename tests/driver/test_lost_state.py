@@ -226,3 +226,13 @@ def test_retry_and_reset_progress_take_the_shape_of_every_command(
     monkeypatch.delenv("HYPAWARE_CONFIG")
     assert main(["retry", "--all"]) == 2
     assert "hypaware retry: error: no config: give --config FILE" in capsys.readouterr().err
+
+
+def test_piped_export_json_gives_seconds_in_milliseconds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_cache(tmp_path / "cache", count=10, retention=None)
+    code, report = export(write_config(tmp_path), capsys, "--backfill")
+    assert code == 0
+    seconds = report["sinks"]["files"]["seconds"]
+    assert seconds > 0 and seconds == round(seconds, 3)
