@@ -7,8 +7,9 @@ earlier one defined), in a fresh temporary working directory, with top-level
 page's test with its page and line.
 
 Every ``json`` block must parse; one holding a whole configuration (a
-top-level ``"sinks"`` object) must also load with `hypaware.load_config`
-and, when every plugin it names is installed, resolve with `hypaware.resolve`.
+top-level ``"sinks"`` object), JSON or TOML, must also pass every check of
+``hypaware check-config`` (plugin keys included) when every plugin it names
+is installed.
 
 The only way to keep a block from running is an explicit marker on the line
 right before its fence, saying why::
@@ -179,3 +180,52 @@ def test_every_page_is_linked_from_the_index() -> None:
     index = (DOCS / "index.md").read_text(encoding="utf-8")
     missing = [p.name for p in PAGES if p.name != "index.md" and f"({p.name}" not in index]
     assert missing == [], f"docs/index.md does not link {missing}"
+
+
+def _config_blocks() -> list[Any]:
+    params = []
+    for page in PAGES:
+        for block in blocks(page):
+            if block.skip is not None or block.lang not in ("json", "toml"):
+                continue
+            if block.lang == "json":
+                try:
+                    doc = json.loads(block.code)
+                except json.JSONDecodeError:
+                    continue  # test_json_examples_parse names it
+            else:
+                import tomllib
+
+                try:
+                    doc = tomllib.loads(block.code)
+                except tomllib.TOMLDecodeError as exc:
+                    doc = {"sinks": {}, "_unparsable": str(exc)}
+            if isinstance(doc, dict) and isinstance(doc.get("sinks"), dict):
+                params.append(pytest.param(block, id=f"{block.page}:{block.line}"))
+    return params
+
+
+@pytest.mark.parametrize("block", _config_blocks())
+def test_config_examples_pass_check_config(
+    block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every whole config in the manual, JSON or TOML, passes `check-config`'s checks.
+
+    Plugin keys included: a sink's `config` with a wrong or missing key fails
+    here, naming the page and line. Secrets read from the environment are set
+    to a stand-in, as a reader would before running the example.
+    """
+    from hypaware.core.checks import check_config
+
+    for name in set(re.findall(r"\$\{([A-Z0-9_]+)\}", block.code)):
+        monkeypatch.setenv(name, "stand-in-secret")
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / f"example.{block.lang}"
+    path.write_text(block.code, encoding="utf-8")
+    config = hypaware.load_config(path)
+    if not _named_plugins(config) <= set(REGISTRY):
+        pytest.skip(f"{block.page}:{block.line} names a plugin this run has not installed")
+    try:
+        check_config(path, REGISTRY)
+    except (hypaware.ConfigError, hypaware.PluginError) as exc:
+        pytest.fail(f"{block.page}:{block.line}: the example config fails check-config:\n{exc}")
