@@ -58,6 +58,10 @@ def _header_name(_inst: object, _attribute: attrs.Attribute[str], value: str) ->
     check_header_name(value)
 
 
+# The body-hmac scheme's header, unless `signature_header` names another.
+_BODY_HEADER = "X-Hyp-Signature"
+
+
 @attrs.frozen(kw_only=True)
 class WebhookConfig(RequestSinkSettings):
     """Settings of ``@hypaware/webhook``; the shared ones are on `RequestSinkSettings`.
@@ -80,7 +84,7 @@ class WebhookConfig(RequestSinkSettings):
     signing_secret: Secret | None = None
     additional_signing_secrets: tuple[Secret, ...] = ()
     signature_scheme: Scheme = "standard-webhooks"
-    signature_header: str = attrs.field(default="X-Hyp-Signature", validator=_header_name)
+    signature_header: str = attrs.field(default=_BODY_HEADER, validator=_header_name)
     idempotency_header: str = attrs.field(default="Idempotency-Key", validator=_header_name)
     compression: Literal["none", "gzip", "zstd"] = "none"
 
@@ -94,6 +98,14 @@ class WebhookConfig(RequestSinkSettings):
             raise ValueError("signature_header and idempotency_header must differ")
         if self.idempotency_header.lower() in _FIXED:
             raise ValueError(f"idempotency_header {self.idempotency_header!r} is set by the sink")
+        if self.signature_scheme == "standard-webhooks" and self.signature_header != _BODY_HEADER:
+            # Standard Webhooks signs in webhook-signature; a receiver checking the
+            # named header would answer 401 to every request.
+            raise ValueError(
+                f"signature_header {self.signature_header!r} does nothing under "
+                "signature_scheme 'standard-webhooks' (the signature goes in "
+                "webhook-signature): set signature_scheme = 'body-hmac' or drop it"
+            )
         if self.additional_signing_secrets and self.signing_secret is None:
             raise ValueError("additional_signing_secrets needs signing_secret")
         if self.additional_signing_secrets and self.signature_scheme == "body-hmac":

@@ -174,6 +174,15 @@ def test_webhook_settings() -> None:
     insecure = {"url": "http://hooks.example.com/in"}
     cfg4 = {"sinks": {"hook": {"plugin": "@hypaware/webhook", "config": insecure}}}
     assert "allow_insecure_http" in problems(cfg4)
+    # An option that does nothing under the chosen scheme is refused, saying so.
+    idle = dict(cfg["sinks"]["hook"]["config"], signature_header="X-Signature")
+    cfg5 = {"sinks": {"hook": {"plugin": "@hypaware/webhook", "config": idle}}}
+    assert "does nothing under signature_scheme 'standard-webhooks'" in problems(cfg5)
+    used = dict(idle, signature_scheme="body-hmac")
+    (plan,) = resolve(
+        {"sinks": {"hook": {"plugin": "@hypaware/webhook", "config": used}}}, REGISTRY
+    )
+    assert plan.plugin.config.signature_header == "X-Signature"
 
 
 def test_request_sinks_are_not_blob_destinations() -> None:
