@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from hypaware.cache.local import LocalCache
-from hypaware.cli.common import ConfigMissingError, add_config_argument, config_path, error
+from hypaware.cli.common import (
+    ConfigMissingError,
+    add_config_argument,
+    config_path,
+    error,
+    errors,
+)
 from hypaware.cli.redact import redact_config
 from hypaware.core.config import HypawareConfig
 from hypaware.core.config_loader import load_config
@@ -39,7 +45,7 @@ COMMAND = "reset-progress"
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
-        "reset-progress",
+        COMMAND,
         help="start a sink's progress again, from now or from the start of the cache",
         description="Forget a sink's progress and start it again: from now (only new "
         "partitions) or from the start of what the cache holds. Deletes no cache data.",
@@ -97,13 +103,8 @@ def _sink_lock(state_dir: Path, sink: str) -> Iterator[bool]:
 def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(config_path(args))
-    except ConfigError as exc:
-        for problem in exc.problems:
-            error(COMMAND, problem)
-        return 2
-    except ConfigMissingError as exc:
-        error(COMMAND, exc)
-        return 2
+    except (ConfigError, ConfigMissingError) as exc:
+        return errors(COMMAND, exc)
     redact_config(getattr(args, "log_handler", None), config)
     names = [s.name for s in config.sinks]
     wanted = list(dict.fromkeys(args.sink))

@@ -16,7 +16,13 @@ import sys
 from typing import Any
 
 from hypaware.cache.local import LocalCache
-from hypaware.cli.common import ConfigMissingError, add_config_argument, config_path, error
+from hypaware.cli.common import (
+    ConfigMissingError,
+    add_config_argument,
+    config_path,
+    error,
+    errors,
+)
 from hypaware.cli.redact import redact_config
 from hypaware.core.config_loader import load_config
 from hypaware.core.errors import CacheError, ConfigError, StateError
@@ -25,10 +31,12 @@ from hypaware.export.state import STATE_FILE, ProgressStore
 
 __all__ = ["register", "run"]
 
+COMMAND = "retry"
+
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
-        "retry",
+        COMMAND,
         help="put parked partitions back in line",
         description="Respool parked partitions (of one sink, one dataset, or all of them) "
         "so the next pass of their sink sends them again. Nothing is deleted.",
@@ -48,25 +56,23 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if not (args.sink or args.dataset or args.all):
-        error("retry", "say which parked partitions: --sink, --dataset or --all")
+        error(COMMAND, "say which parked partitions: --sink, --dataset or --all")
         return 2
     try:
         config = load_config(config_path(args))
         redact_config(getattr(args, "log_handler", None), config)
         state_file = config.state_path / STATE_FILE
         store = ProgressStore(config.state_path, create=False) if state_file.exists() else None
-    except ConfigError as exc:
-        for problem in exc.problems:
-            error("retry", problem)
-        return 2
-    except (StateError, ConfigMissingError) as exc:
-        error("retry", exc)
+    except (ConfigError, ConfigMissingError) as exc:
+        return errors(COMMAND, exc)
+    except StateError as exc:
+        error(COMMAND, exc)
         return 2
     try:
         sinks = {s.name for s in config.sinks} | set(store.sinks() if store else [])
         unknown = [s for s in args.sink or [] if s not in sinks]
         for name in unknown:
-            error("retry", f"no such sink {name!r}{did_you_mean(name, sinks)}")
+            error(COMMAND, f"no such sink {name!r}{did_you_mean(name, sinks)}")
         if unknown:
             return 2
         if args.dataset is not None:
@@ -78,14 +84,14 @@ def run(args: argparse.Namespace) -> int:
                 known |= {p.dataset for p in store.parked()}
             if args.dataset not in known:
                 hint = did_you_mean(args.dataset, known)
-                error("retry", f"no such dataset {args.dataset!r}{hint}")
+                error(COMMAND, f"no such dataset {args.dataset!r}{hint}")
                 return 2
         back = []
         if store is not None:
             for name in dict.fromkeys(args.sink or [None]):
                 back += store.unpark(name, args.dataset)
     except StateError as exc:
-        error("retry", exc)
+        error(COMMAND, exc)
         return 2
     finally:
         if store is not None:
