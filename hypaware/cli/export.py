@@ -178,8 +178,11 @@ def _summary_rows(counters: dict[str, SinkCounters]) -> list[tuple[str, ...]]:
 def report_json(report: RunReport) -> dict[str, Any]:
     return {
         "ok": report.ok,
-        "partitions": report.partitions,
-        "rows": report.rows,
+        # Each name says what it counts: the sum over sinks, or the cache's distinct rows.
+        "sink_partitions": report.partitions,
+        "sink_rows": report.rows,
+        "cache_partitions": report.cache_partitions,
+        "cache_rows": report.cache_rows,
         "errors": report.errors,
         "sinks": {name: r.as_dict() for name, r in report.sinks.items()},
     }

@@ -468,8 +468,7 @@ class Exporter:
             flight, result.exported, result.retry_partitions, rows_exported=rows, backfill=backfill
         )
         report.batches += 1
-        report.partitions += len(result.exported)
-        report.rows += rows
+        report.add_exported(info.name, {p: by_id[p].row_count for p in result.exported})
         report.bytes += result.bytes_written
         report.files += result.files_written
         report.retried += len(result.retry_partitions)

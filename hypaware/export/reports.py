@@ -102,6 +102,10 @@ class SinkReport:
     the pass (parked now or before), and `halted` is the sink's halt
     (`hypaware.export.halts.Halt.as_dict`) when its destination or
     configuration is at fault: either makes the pass not ok.
+
+    `exported` maps each dataset to the partitions this pass exported and
+    their rows; `RunReport` uses it to count a cache row once however many
+    sinks took it. It is left out of `as_dict`, whose counters say enough.
     """
 
     sink: str
@@ -123,6 +127,7 @@ class SinkReport:
     seconds: float = 0.0
     parked_total: int = 0
     halted: dict[str, Any] | None = None
+    exported: dict[str, dict[str, int]] = attrs.field(factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -143,8 +148,14 @@ class SinkReport:
             self.failures.append(f)
             self.errors.append(f.describe())
 
+    def add_exported(self, dataset: str, rows: Mapping[str, int]) -> None:
+        """Count `rows` (partition id to rows) as exported from `dataset` in this pass."""
+        self.partitions += len(rows)
+        self.rows += sum(rows.values())
+        self.exported.setdefault(dataset, {}).update(rows)
+
     def as_dict(self) -> dict[str, Any]:
-        doc = attrs.asdict(self)
+        doc = attrs.asdict(self, filter=lambda a, _: a.name != "exported")
         doc["ok"] = self.ok
         # Milliseconds are what a reader of the JSON can use; the float stays whole here.
         doc["seconds"] = round(self.seconds, 3)
@@ -159,11 +170,31 @@ class RunReport:
 
     @property
     def partitions(self) -> int:
+        """Partitions exported, summed over sinks: one partition sent to two sinks counts twice."""
         return sum(r.partitions for r in self.sinks.values())
 
     @property
     def rows(self) -> int:
+        """Rows exported, summed over sinks: one row sent to two sinks counts twice."""
         return sum(r.rows for r in self.sinks.values())
+
+    @property
+    def cache_partitions(self) -> int:
+        """Distinct cache partitions that at least one sink exported in the pass."""
+        return len(self._distinct())
+
+    @property
+    def cache_rows(self) -> int:
+        """Rows of the distinct cache partitions that at least one sink exported."""
+        return sum(self._distinct().values())
+
+    def _distinct(self) -> dict[tuple[str, str], int]:
+        seen: dict[tuple[str, str], int] = {}
+        for r in self.sinks.values():
+            for dataset, rows in r.exported.items():
+                for pid, n in rows.items():
+                    seen[(dataset, pid)] = n
+        return seen
 
     @property
     def ok(self) -> bool:

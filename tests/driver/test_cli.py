@@ -42,7 +42,7 @@ def test_demo_then_export_finds_nothing_new(
     assert main(["export", "--config", str(root / "hypaware.json"), "--once"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["ok"] is True
-    assert summary["partitions"] == 0 and summary["rows"] == 0
+    assert summary["sink_partitions"] == 0 and summary["cache_rows"] == 0
 
     assert main(["status", "--config", str(root / "hypaware.json")]) == 0
     status = json.loads(capsys.readouterr().out)
@@ -121,7 +121,7 @@ def test_readme_command_runs_the_installed_script(tmp_path: Path) -> None:
         timeout=120,
     )
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["partitions"] == 0
+    assert json.loads(again.stdout)["cache_partitions"] == 0
 
 
 def test_the_program_exits_with_the_commands_status_and_skips_only_the_last_collection(

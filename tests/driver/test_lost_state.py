@@ -48,7 +48,7 @@ def seed_and_export(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple
     cache = make_cache(tmp_path / "cache", count=60, retention=None)
     config = write_config(tmp_path)
     code, summary = export(config, capsys, "--backfill")
-    assert code == 0 and summary["rows"] == 60
+    assert code == 0 and summary["cache_rows"] == 60
     # Sealed after the export: not yet at the sink.
     cache.append("events", rows(60, 40))
     cache.seal()
@@ -98,7 +98,7 @@ def test_lost_progress_is_refused_then_backfilled_exactly_once(
     assert max(got.values()) == 1  # what was already there is not sent again
     # From now on a plain export is fine.
     code, summary = export(config, capsys)
-    assert code == 0 and summary["rows"] == 0
+    assert code == 0 and summary["cache_rows"] == 0
 
 
 def test_reset_progress_answers_a_lost_store(
@@ -114,7 +114,7 @@ def test_reset_progress_answers_a_lost_store(
     assert main(["reset-progress", *args]) == 0
     assert "progress reset from now" in capsys.readouterr().out
     code, summary = export(config, capsys)
-    assert code == 0 and summary["rows"] == 0
+    assert code == 0 and summary["cache_rows"] == 0
     assert len(all_row_ids(cache)) == 100  # the cache is untouched
 
 
@@ -144,7 +144,7 @@ def test_changed_root_is_refused_then_backfilled_to_the_new_place(
     got = exported_ids(tmp_path / "elsewhere")
     assert set(got) == all_row_ids(cache) and max(got.values()) == 1
     code, summary = export(config, capsys)
-    assert code == 0 and summary["rows"] == 0
+    assert code == 0 and summary["cache_rows"] == 0
 
 
 def test_changed_bucket_prefix_is_a_changed_destination(tmp_path: Path) -> None:
@@ -236,3 +236,36 @@ def test_piped_export_json_gives_seconds_in_milliseconds(
     assert code == 0
     seconds = report["sinks"]["files"]["seconds"]
     assert seconds > 0 and seconds == round(seconds, 3)
+
+
+def test_the_summary_counts_sink_rows_and_distinct_cache_rows_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_cache(tmp_path / "cache", count=30, retention=None)
+    path = tmp_path / "hypaware.json"
+    sink = {"writer": "@hypaware/format-parquet", "destination": "@hypaware/local-fs"}
+    doc = {
+        "state_dir": "state",
+        "cache": {"path": "cache"},
+        "sinks": {name: {**sink, "config": {"root": name}} for name in ("a", "b")},
+    }
+    path.write_text(json.dumps(doc))
+    code, report = export(path, capsys, "--backfill")
+    assert code == 0
+    per_sink = [report["sinks"][n] for n in ("a", "b")]
+    assert [r["rows"] for r in per_sink] == [30, 30]
+    # Two sinks took the same 30 cache rows: 60 sent, 30 distinct.
+    assert (report["sink_rows"], report["cache_rows"]) == (60, 30)
+    parts = per_sink[0]["partitions"]
+    assert parts > 0 and report["sink_partitions"] == 2 * parts
+    assert report["cache_partitions"] == parts
+    assert "rows" not in report and "partitions" not in report
+    assert all("exported" not in r for r in per_sink)
+    # Only one sink resent: both counters agree.
+    assert (
+        main(["reset-progress", "--config", str(path), "--sink", "a", "--from", "start", "--yes"])
+        == 0
+    )
+    capsys.readouterr()
+    code, report = export(path, capsys)
+    assert (report["sink_rows"], report["cache_rows"]) == (30, 30)
