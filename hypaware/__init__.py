@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     )
     from hypaware.core.filter import Filter, col, parse_filter
     from hypaware.core.manifest import PluginManifest
+    from hypaware.core.redact import SecretRedactor, mask_secrets
     from hypaware.core.registry import Registry
     from hypaware.core.resolver import BuildContext, Component, SinkPlan, resolve
     from hypaware.core.secrets import Secret
@@ -116,6 +117,8 @@ _LAZY: dict[str, str] = {
     "SourceUnreadableError": "querying.errors",
     "UnknownDatasetError": "querying.errors",
     "Registry": "core.registry",
+    "SecretRedactor": "core.redact",
+    "mask_secrets": "core.redact",
     "BuildContext": "core.resolver",
     "Component": "core.resolver",
     "SinkPlan": "core.resolver",
@@ -179,6 +182,7 @@ __all__ = [
     "RetryPartition",
     "RunReport",
     "Secret",
+    "SecretRedactor",
     "Sink",
     "SinkClosedError",
     "SinkError",
@@ -197,6 +201,7 @@ __all__ = [
     "dump_config",
     "export_once",
     "load_config",
+    "mask_secrets",
     "parse_filter",
     "plan_query",
     "query",

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from hypaware import build, resolve
+from hypaware import ExportDriver, HypawareError, build, load_config, mask_secrets, resolve
+from hypaware import Secret as hypaware_secret
 from hypaware.cli import main
-from hypaware.cli.redact import HTTP_LOGGERS, SecretRedactor, configured_secrets, install
+from hypaware.cli.redact import HTTP_LOGGERS, SecretRedactor, configured_secrets, hold_http_loggers
 from hypaware.core.types import ExportOptions
 from hypaware.request.sink import RequestSink
 from tests.query.helpers import cache_for, config, fill, make_rows, parquet_sink
@@ -125,7 +126,7 @@ async def test_httpcore_debug_headers_are_redacted(echo: EchoServer) -> None:
     saved = {name: logging.getLogger(name).level for name in HTTP_LOGGERS}
     logger.addHandler(handler)
     try:
-        install(secrets, debug_loggers=["httpcore"], root=logger)
+        mask_secrets(secrets=secrets, handlers=[handler], quiet_http=False)
         logger.setLevel(logging.DEBUG)
         sink = build(plan, env={"HOOK_TOKEN": TOKEN, "HOOK_SIGNING": SIGNING})
         assert isinstance(sink, RequestSink)
@@ -145,14 +146,13 @@ async def test_httpcore_debug_headers_are_redacted(echo: EchoServer) -> None:
     assert TOKEN not in text and SIGNING not in text
 
 
-def test_install_holds_http_loggers_at_warning_unless_named() -> None:
+def test_http_loggers_are_held_at_warning_unless_named() -> None:
     saved = {name: logging.getLogger(name).level for name in HTTP_LOGGERS}
-    root = logging.getLogger("hypaware-test-root")
     try:
-        install([], root=root)
+        hold_http_loggers()
         assert all(logging.getLogger(n).level == logging.WARNING for n in HTTP_LOGGERS)
         logging.getLogger("httpx").setLevel(logging.DEBUG)
-        install([], debug_loggers=["httpx"], root=root)
+        hold_http_loggers(["httpx"])
         assert logging.getLogger("httpx").level == logging.DEBUG
     finally:
         for name, level in saved.items():
@@ -262,3 +262,78 @@ def test_every_command_that_reads_a_config_masks_its_secrets(
     assert seen and set(seen) == {1}, seen
     # The levels the command set are put back.
     assert {n: logging.getLogger(n).level for n in HTTP_LOGGERS} == levels
+
+
+async def _export_with_root_at_debug(tmp_path: Path, url: str, *, masked: bool) -> str:
+    """An embedding app's export with its root logger at DEBUG; what its own handler wrote."""
+    sinks = {"hook": {"plugin": "@hypaware/webhook", "config": hook_config(url)}}
+    cfg = config(tmp_path, sinks)
+    cache = cache_for(cfg)
+    fill(cache, make_rows(0, 5))
+    env = {"HOOK_TOKEN": TOKEN, "HOOK_SIGNING": SIGNING}
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(name)s %(message)s"))
+    root = logging.getLogger()
+    saved = (root.level, {n: logging.getLogger(n).level for n in HTTP_LOGGERS})
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    for name in HTTP_LOGGERS:  # as an app leaves them: whatever held them before, not here
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    try:
+        if masked:
+            # quiet_http=False keeps httpcore's DEBUG headers: the filter alone must mask them.
+            redactor = mask_secrets(cfg, env=env, handlers=[handler], quiet_http=False)
+            assert repr(redactor) == "SecretRedactor(2 secrets)"
+        async with ExportDriver.from_config(cfg, cache=cache, env=env) as driver:
+            report = await driver.run_once(backfill=True)
+        assert report.ok, report.errors
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved[0])
+        for name, level in saved[1].items():
+            logging.getLogger(name).setLevel(level)
+    return stream.getvalue()
+
+
+async def test_an_embedding_apps_own_root_handler_is_masked(
+    tmp_path: Path, echo: EchoServer
+) -> None:
+    plain = await _export_with_root_at_debug(tmp_path / "plain", echo.url, masked=False)
+    # Without the filter the echoed token reaches the app's log: the leak is real here.
+    assert "httpcore" in plain and TOKEN in plain
+    masked = await _export_with_root_at_debug(tmp_path / "masked", echo.url, masked=True)
+    assert "httpcore" in masked and "X-Echo-Key" in masked and "***" in masked
+    assert TOKEN not in masked and SIGNING not in masked
+
+
+def test_mask_secrets_adds_to_one_filter_and_refuses_to_mask_nothing(tmp_path: Path) -> None:
+    first, later = logging.StreamHandler(io.StringIO()), logging.StreamHandler(io.StringIO())
+    sinks = {"hook": {"plugin": "@hypaware/webhook", "config": hook_config("http://127.0.0.1:9")}}
+    path = tmp_path / "host.json"
+    path.write_text(json.dumps({"sinks": sinks}))
+    env = {"HOOK_TOKEN": TOKEN, "HOOK_SIGNING": SIGNING}
+    redactor = mask_secrets(path, env=env, handlers=[first], quiet_http=False)
+    # A second call (an app-held value, a Secret) adds to the same filter on the same handler.
+    again = mask_secrets(
+        secrets=["app-own-token-1234", hypaware_secret("${APP_KEY}")],
+        env={"APP_KEY": "app-key-from-env"},
+        handlers=[first],
+        quiet_http=False,
+    )
+    assert again is redactor and first.filters == [redactor]
+    assert repr(redactor) == "SecretRedactor(4 secrets)"
+    later.addFilter(redactor)  # a handler made after the call takes the returned filter
+    logging.getLogger("app").addHandler(later)
+    try:
+        logging.getLogger("app").error("%s %s app-key-from-env", TOKEN, "app-own-token-1234")
+    finally:
+        logging.getLogger("app").removeHandler(later)
+    assert isinstance(later.stream, io.StringIO)
+    assert later.stream.getvalue() == "*** *** ***\n"
+    with pytest.raises(HypawareError, match="no handlers"):
+        mask_secrets(secrets=[TOKEN], handlers=[])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"sinks": {"x": {"plugin": "@nobody/nothing"}}}))
+    with pytest.raises(HypawareError, match="nothing"):
+        mask_secrets(load_config(bad), handlers=[first])
