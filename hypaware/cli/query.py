@@ -60,7 +60,12 @@ def register(sub: Any) -> None:
     parser.add_argument("--limit", type=_limit, metavar="N", help="at most N rows")
     parser.add_argument("--format", choices=FORMATS, default="table", help="default: table")
     parser.add_argument("--output", metavar="FILE", help="write here instead of stdout")
-    parser.add_argument("--sink", metavar="NAME", help="the queryable sink to read")
+    parser.add_argument(
+        "--sink",
+        metavar="NAME",
+        action="append",
+        help="the queryable sink to read (one: a query reads one sink besides the cache)",
+    )
     parser.add_argument(
         "--allow-partial",
         action="store_true",
@@ -106,6 +111,13 @@ def run(args: argparse.Namespace) -> int:
 
     import asyncio
 
+    # Taken repeated like every --sink, so a second one is refused, not silently the one used.
+    sinks = list(dict.fromkeys(args.sink or []))
+    if len(sinks) > 1:
+        named = ", ".join(repr(s) for s in sinks)
+        _error(f"a query reads one sink besides the cache; --sink named {named}: give one")
+        return 2
+
     checked = checked_config("query", args)
     if isinstance(checked, int):
         return checked
@@ -124,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
                     keys=args.key,
                     where=args.where,
                     limit=None if args.sql else args.limit,
-                    sink=args.sink,
+                    sink=sinks[0] if sinks else None,
                     allow_partial=args.allow_partial,
                 )
             )

@@ -101,10 +101,12 @@ def _sink_lock(state_dir: Path, sink: str) -> Iterator[bool]:
 
 
 def run(args: argparse.Namespace) -> int:
+    source = None
     try:
-        config = load_config(config_path(args))
+        source = config_path(args)
+        config = load_config(source)
     except (ConfigError, ConfigMissingError) as exc:
-        return errors(COMMAND, exc)
+        return errors(COMMAND, exc, source)
     redact_config(getattr(args, "log_handler", None), config)
     names = [s.name for s in config.sinks]
     wanted = list(dict.fromkeys(args.sink))

@@ -58,13 +58,15 @@ def run(args: argparse.Namespace) -> int:
     if not (args.sink or args.dataset or args.all):
         error(COMMAND, "say which parked partitions: --sink, --dataset or --all")
         return 2
+    source = None
     try:
-        config = load_config(config_path(args))
+        source = config_path(args)
+        config = load_config(source)
         redact_config(getattr(args, "log_handler", None), config)
         state_file = config.state_path / STATE_FILE
         store = ProgressStore(config.state_path, create=False) if state_file.exists() else None
     except (ConfigError, ConfigMissingError) as exc:
-        return errors(COMMAND, exc)
+        return errors(COMMAND, exc, source)
     except StateError as exc:
         error(COMMAND, exc)
         return 2

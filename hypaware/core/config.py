@@ -180,7 +180,7 @@ class HypawareConfig:
             if spec.name == name:
                 return spec
         raise ConfigError.single(
-            f"sinks.{name}", f"no such sink{did_you_mean(name, [s.name for s in self.sinks])}"
+            "sinks", f"no such sink {name!r}{did_you_mean(name, [s.name for s in self.sinks])}"
         )
 
     def resolve_path(self, path: str) -> Path:

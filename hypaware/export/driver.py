@@ -323,7 +323,7 @@ class ExportDriver:
             raise ConfigError(
                 [
                     ConfigError.single(
-                        f"sinks.{n}", f"no such sink{did_you_mean(n, self._runners)}"
+                        "sinks", f"no such sink {n!r}{did_you_mean(n, self._runners)}"
                     ).problems[0]
                     for n in unknown
                 ]

@@ -94,7 +94,7 @@ def test_export_bad_config_and_unknown_sink(
     capsys.readouterr()
     code = main(["export", "--config", str(root / "hypaware.json"), "--once", "--sink", "lokal"])
     assert code == 2
-    assert "no such sink (did you mean 'local'?)" in capsys.readouterr().err
+    assert "no such sink 'lokal' (did you mean 'local'?)" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(shutil.which("hypaware") is None, reason="the hypaware script is not installed")
