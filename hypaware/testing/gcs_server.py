@@ -9,8 +9,10 @@ DELETE. Objects carry an ETag, a generation and a Last-Modified date.
 
 It checks a bearer token when given one, answers 404 ``NoSuchBucket`` for
 buckets it does not hold, and can be told to fail the next requests with a
-status (to test error translation). It is not a GCS implementation: no
-ACLs, no object metadata beyond those headers, no resumable uploads.
+status, or with a status and a body of its choosing such as the JSON errors
+Google's JSON API and token endpoints answer (to test error translation).
+It is not a GCS implementation: no ACLs, no object metadata beyond those
+headers, no resumable uploads.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class _State:
     buckets: dict[str, dict[str, _Object]]
     token: str | None
     uploads: dict[str, tuple[str, str, dict[int, bytes]]] = attrs.field(factory=dict)
-    fail_next: list[int | None] = attrs.field(factory=list)
+    fail_next: list[int | tuple[int, bytes, str] | None] = attrs.field(factory=list)
     requests: list[tuple[str, str]] = attrs.field(factory=list)
     lock: threading.Lock = attrs.field(factory=threading.Lock)
     ids: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
@@ -106,6 +108,10 @@ class _Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.requests.append((self.command, self.path))
             fail = state.fail_next.pop(0) if state.fail_next else None
+        if isinstance(fail, tuple):
+            self._body()
+            self._send(fail[0], fail[1], {"Content-Type": fail[2]})
+            return None
         if fail is not None:
             self._body()
             self._send(fail, _error("InjectedFailure", f"injected status {fail}"))
@@ -323,6 +329,8 @@ class GCSServer:
 
     - `fail_next(*statuses)`: answer the next requests with these statuses
       (None lets a request through).
+    - `reply_next(status, body)`: answer the next request with this status and
+      body (a JSON error, say), whatever it asks for.
     - `objects(bucket)`: a snapshot of a bucket's keys and bytes.
     - `requests`: (method, path) of every request seen, in order.
     """
@@ -343,8 +351,16 @@ class GCSServer:
         with self._server.state.lock:
             self._server.state.fail_next.extend(statuses)
 
+    def reply_next(
+        self, status: int, body: bytes | str, content_type: str = "application/json"
+    ) -> None:
+        """Answer the next request (queued after earlier `fail_next`) with `status` and `body`."""
+        data = body.encode() if isinstance(body, str) else body
+        with self._server.state.lock:
+            self._server.state.fail_next.append((status, data, content_type))
+
     def clear_failures(self) -> None:
-        """Forget failures `fail_next` queued that no request has used yet."""
+        """Forget failures `fail_next` and `reply_next` queued that no request has used yet."""
         with self._server.state.lock:
             self._server.state.fail_next.clear()
 

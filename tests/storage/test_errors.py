@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -242,3 +244,155 @@ async def test_refused_paths_make_no_request(gcs_server: GCSServer, tmp_path: Pa
         with pytest.raises(PathError):
             await store.get(bad)
     assert len(gcs_server.requests) == before
+
+
+# ------------------------------------------------------------ JSON error bodies
+# Google's JSON API and its token endpoints answer errors in JSON, not XML:
+# its message and reason are kept in the description, without secrets.
+
+_SIGNED = f"https://storage.googleapis.com/b/o?X-Goog-Signature={SECRET}"
+
+
+def _json_error(status: int, message: str, reason: str) -> str:
+    """The body of a Google JSON API error."""
+    detail = {"message": message, "domain": "global", "reason": reason}
+    return json.dumps({"error": {"code": status, "message": message, "errors": [detail]}})
+
+
+@pytest.mark.gcs
+@pytest.mark.parametrize(
+    ("status", "body", "kind", "said"),
+    [
+        (
+            400,
+            _json_error(400, "Invalid bucket name: 'x'", "invalid"),
+            StoreError,
+            "HTTP 400 Bad Request (invalid): Invalid bucket name: 'x'",
+        ),
+        (
+            400,
+            json.dumps({"error": "invalid_grant", "error_description": "Invalid JWT Signature."}),
+            PermissionDeniedError,
+            "HTTP 400 Bad Request (invalid_grant): Invalid JWT Signature.",
+        ),
+        (
+            403,
+            json.dumps(
+                json.loads(
+                    _json_error(
+                        403,
+                        "sa@p.iam.gserviceaccount.com does not have storage.objects.create access",
+                        "forbidden",
+                    )
+                ),
+                indent=2,
+            ),
+            PermissionDeniedError,
+            "HTTP 403 Forbidden (forbidden): sa@p.iam.gserviceaccount.com does not have",
+        ),
+        (
+            429,
+            _json_error(429, "The rate of change requests is too high.", "rateLimitExceeded"),
+            TransientStoreError,
+            "(rateLimitExceeded): The rate of change requests is too high.",
+        ),
+        (
+            400,
+            json.dumps({"error": {"code": 400, "message": 'bad "name"\n\u00e9'}}),
+            StoreError,
+            'HTTP 400 Bad Request: bad "name" \u00e9',
+        ),
+        (
+            400,
+            _json_error(400, f"see {_SIGNED}, Bearer {SECRET} and token={SECRET}", "invalid"),
+            StoreError,
+            "(invalid): see <url> Bearer <redacted> and token=<redacted>",
+        ),
+        (
+            400,
+            _json_error(400, " ".join(["words"] * 100), "invalid"),
+            StoreError,
+            "(invalid): words words",
+        ),
+    ],
+)
+async def test_gcs_json_errors_keep_their_message(
+    gcs_server: GCSServer,
+    tmp_path: Path,
+    status: int,
+    body: str,
+    kind: type[StoreError],
+    said: str,
+) -> None:
+    store = _gcs(gcs_server, tmp_path, prefix="json")
+    gcs_server.reply_next(status, body)
+    try:
+        with pytest.raises(StoreError) as info:
+            await store.put("x", b"1")
+    finally:
+        gcs_server.clear_failures()
+    text = str(info.value)
+    assert type(info.value) is kind, text
+    assert said in text
+    assert len(text) < 400
+    _assert_clean([info.value], SECRET, str(gcs_server.token), "Signature=", "Debug", "performing")
+
+
+@pytest.mark.gcs
+async def test_gcs_json_error_on_every_operation(gcs_server: GCSServer, tmp_path: Path) -> None:
+    store = _gcs(gcs_server, tmp_path, prefix="json")
+    body = _json_error(400, "Invalid argument.", "invalid")
+    for _ in range(4):  # put, get, delete, list (a HEAD answer has no body)
+        gcs_server.reply_next(400, body)
+    try:
+        errors = await _each_operation(store, head=False)
+    finally:
+        gcs_server.clear_failures()
+    for error in errors:
+        assert type(error) is StoreError, error
+        assert "HTTP 400 Bad Request (invalid): Invalid argument." in str(error)
+    _assert_clean(errors, str(gcs_server.token))
+
+
+@pytest.mark.gcs
+@pytest.mark.parametrize(
+    ("status", "body", "said"),
+    [
+        (
+            400,
+            json.dumps({"error": "invalid_grant", "error_description": "Invalid JWT Signature."}),
+            "HTTP 400 Bad Request (invalid_grant): Invalid JWT Signature.",
+        ),
+        (404, "service account not found", "HTTP 404 Not Found"),
+    ],
+)
+async def test_gcs_refused_token_request(
+    gcs_server: GCSServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    status: int,
+    body: str,
+    said: str,
+) -> None:
+    """obstore asks the metadata server for a token (GCE_METADATA_HOST points it here)."""
+    for name in list(os.environ):
+        if name.startswith("GOOGLE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no gcloud application-default credentials
+    host = gcs_server.endpoint.removeprefix("http://")
+    monkeypatch.setenv("GCE_METADATA_HOST", host)
+    monkeypatch.setenv("GCE_METADATA_IP", host)
+    store = _gcs(gcs_server, tmp_path, bearer_token=None, prefix="token")
+    before = len(gcs_server.requests)
+    for _ in range(4):  # obstore tries the metadata host, then its IP
+        gcs_server.reply_next(status, body)
+    try:
+        with pytest.raises(StoreError) as info:
+            await store.put("x", b"1")
+    finally:
+        gcs_server.clear_failures()
+    paths = [p for _, p in gcs_server.requests[before:]]
+    assert paths and all("/computeMetadata/v1/" in p for p in paths), paths
+    assert type(info.value) is PermissionDeniedError, info.value
+    assert said in str(info.value)
+    _assert_clean([info.value], "computeMetadata", "Debug", "performing")
