@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,20 @@ def test_record_benchmark_runs_at_a_tiny_size() -> None:
     assert proc.returncode in (0, 1), proc.stderr
     assert "read_record (20 foreign on top)" in proc.stdout
     assert " 120 " in proc.stdout
+
+
+def test_growth_benchmark_runs_at_a_tiny_size() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.iceberg_growth", "--passes", "12", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Iceberg growth: 200 rows a pass" in proc.stdout
+    (last,) = json.loads(proc.stdout.splitlines()[-1])
+    # One snapshot and one live data file per pass: the footprint it measures is real.
+    assert last["passes"] == 12 and last["table"]["snapshots"] == 12
+    assert sum(last["table"]["data_files_per_day"].values()) == 12
+    assert last["blob_root"]["files"] >= 12
