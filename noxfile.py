@@ -57,7 +57,20 @@ if hasattr(nox.options, "download_python"):
 def pyenv_root(environ: Mapping[str, str] = os.environ) -> Path | None:
     """Where pyenv keeps its Pythons: ``$PYENV_ROOT``, else ``~/.pyenv`` (as ``pyenv root``)."""
     root = Path(environ["PYENV_ROOT"]) if environ.get("PYENV_ROOT") else Path.home() / ".pyenv"
-    return root if (root / "versions").is_dir() else None
+    if (root / "versions").is_dir():
+        return root
+    # A pyenv installed elsewhere answers for itself.
+    exe = shutil.which("pyenv", path=environ.get("PATH"))
+    if exe is None:
+        return None
+    import subprocess
+
+    try:
+        done = subprocess.run([exe, "root"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    asked = Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None
+    return asked if asked is not None and (asked / "versions").is_dir() else None
 
 
 def pyenv_python(root: Path, version: str) -> Path | None:
