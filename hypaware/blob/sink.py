@@ -295,7 +295,9 @@ class BlobSink(FileWriter, AsyncClosing):
         return RetryPartition("", reason, isinstance(exc, TransientStoreError), sink_fault=True)
 
     def _partition_failure(self, part: PartitionRef, exc: Exception) -> RetryPartition:
-        reason = f"sink {self.name!r}: partition {part.id!r}: {type(exc).__name__}: {exc}"
+        # The id is the RetryPartition's own: kept out of the reason, partitions failing
+        # for one cause are grouped as one in reports, status and retry.
+        reason = f"sink {self.name!r}: {type(exc).__name__}: {exc}"
         log.info(
             "sink %s: partition %s not written: %s",
             self.name,
