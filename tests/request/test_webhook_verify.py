@@ -247,3 +247,30 @@ def test_any_change_to_a_signed_or_routing_part_is_refused(part: str, value: str
 def test_bad_signing_settings_are_config_errors(config: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         webhook_sink("http://127.0.0.1:9/hook", **config)
+
+
+@pytest.mark.parametrize("rotated", [False, True])
+async def test_the_standard_webhooks_reference_library_verifies_what_the_sink_sent(
+    receiver: WebhookReceiver, rotated: bool
+) -> None:
+    """PyPI's `standardwebhooks`, an independent receiver, signs the captured request alike.
+
+    Its `verify` also parses the body as one JSON document, which an NDJSON
+    body is not, so its own `sign` is compared with the header instead.
+    """
+    from datetime import UTC, datetime
+
+    from standardwebhooks.webhooks import Webhook
+
+    extra = {"additional_signing_secrets": ["${OLD_KEY}"]} if rotated else {}
+    result = await deliver(receiver.url, **extra)
+    assert result.exported == ("p1",)
+    headers, body = dict(receiver.requests[0]), receiver.bodies[0]
+    sent = headers["webhook-signature"].split()
+    at = datetime.fromtimestamp(int(headers["webhook-timestamp"]), UTC)
+    theirs = Webhook(KEY).sign(headers["webhook-id"], at, body.decode())
+    assert theirs in sent and len(sent) == (2 if rotated else 1)
+    # The library's signature moves with every byte and with the key.
+    assert Webhook(KEY).sign(headers["webhook-id"], at, body.decode() + " ") not in sent
+    other = "whsec_b3RoZXIta2V5LWZvci10ZXN0cy0wMTIzNDU2Nw=="
+    assert Webhook(other).sign(headers["webhook-id"], at, body.decode()) not in sent
