@@ -304,7 +304,7 @@ def install(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff, the architecture and the public surface.
+    """ruff, the architecture, the public surface and the manual's build.
 
     ``lint-imports`` checks pyproject's layer contract; ``tools/api_surface.py
     --check`` fails when the public surface differs from docs/api-surface.txt
@@ -317,10 +317,13 @@ def lint(session: nox.Session) -> None:
     session.run("lint-imports", env={"PYTHONPATH": session.invoked_from})
     # The surface check imports hypaware; the conformance module needs pytest
     # (the ``testing`` extra).
-    session.install("-e", ".[testing]")
+    session.install("-e", ".[testing,docs]")
     session.run(
         "python", "tools/api_surface.py", "--check", env={"PYTHONPATH": session.invoked_from}
     )
+    # The manual, reference pages included, renders without a warning.
+    site = Path(session.create_tmp()) / "site"
+    session.run("mkdocs", "build", "--strict", "--quiet", "--site-dir", str(site))
 
 
 @nox.session(python=PYTHON)
