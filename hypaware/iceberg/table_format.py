@@ -132,6 +132,16 @@ def store_root(store: BlobStore, sink: str) -> StoreRoot:
     return StoreRoot(store=raw, prefix=prefix, url=base, label=label, guard=guard)
 
 
+# A table of a year of small passes would keep every metadata.json it ever had
+# (89 MB at 400 passes): pyiceberg deletes all but the newest 100 after each
+# commit. A writer 100 commits behind reloads from the catalog's pointer anyway.
+TABLE_PROPERTIES = {
+    "write.format.default": "parquet",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "100",
+}
+
+
 class IcebergTableFormat:
     """Writes each dataset to its own Iceberg table. See the module docstring."""
 
@@ -208,7 +218,7 @@ class IcebergTableFormat:
                 location=self._table_location(dataset.name),
                 partition_spec=spec,
                 sort_order=order,
-                properties={"write.format.default": "parquet"},
+                properties=TABLE_PROPERTIES,
             )
 
         table, created = retrying(

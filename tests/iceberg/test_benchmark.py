@@ -79,8 +79,23 @@ def test_growth_benchmark_runs_at_a_tiny_size() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "Iceberg growth: 200 rows a pass" in proc.stdout
-    (last,) = json.loads(proc.stdout.splitlines()[-1])
+    *_, last = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("[")))
     # One snapshot and one live data file per pass: the footprint it measures is real.
     assert last["passes"] == 12 and last["table"]["snapshots"] == 12
     assert sum(last["table"]["data_files_per_day"].values()) == 12
     assert last["blob_root"]["files"] >= 12
+
+
+def test_old_metadata_files_are_removed_after_100_versions() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.iceberg_growth", "--passes", "110", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    *_, last = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("[")))
+    assert last["passes"] == 110 and last["table"]["snapshots"] == 110
+    # 111 versions written (the create and 110 commits); the newest 100 and the current stay.
+    assert last["table"]["metadata_json"] == 101
