@@ -127,14 +127,10 @@ def configured_secrets(config: Any, env: Mapping[str, str] | None = None) -> lis
     resolve yields nothing here (the CLI reports it on its own). A secret
     whose variable is unset is skipped: there is nothing to leak.
     """
-    from hypaware.core.registry import Registry
-    from hypaware.core.resolver import resolve
-
     try:
-        plans = resolve(config, Registry.from_entry_points())
+        return _config_secrets(config, os.environ if env is None else env, None)
     except HypawareError:
         return []
-    return plan_secrets(plans, env)
 
 
 def plan_secrets(plans: Iterable[SinkPlan], env: Mapping[str, str] | None = None) -> list[str]:

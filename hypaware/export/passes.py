@@ -463,12 +463,13 @@ class Exporter:
             result = ExportResult.failed(batch, describe_error(exc))
         seconds = time.monotonic() - started
         by_id = {p.id: p for p in refs}
-        rows = sum(by_id[p].row_count for p in result.exported)
+        exported = {p: by_id[p].row_count for p in result.exported}
+        rows = sum(exported.values())
         self.state.settle_batch(
             flight, result.exported, result.retry_partitions, rows_exported=rows, backfill=backfill
         )
         report.batches += 1
-        report.add_exported(info.name, {p: by_id[p].row_count for p in result.exported})
+        report.add_exported(info.name, exported)
         report.bytes += result.bytes_written
         report.files += result.files_written
         report.retried += len(result.retry_partitions)

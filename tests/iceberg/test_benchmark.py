@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -69,26 +70,10 @@ def test_record_benchmark_runs_at_a_tiny_size() -> None:
     assert " 120 " in proc.stdout
 
 
-def test_growth_benchmark_runs_at_a_tiny_size() -> None:
+def growth(passes: int) -> tuple[int, str, dict[str, Any]]:
+    """The growth benchmark's exit status, output and last checkpoint after `passes`."""
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.iceberg_growth", "--passes", "12", "--json"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "Iceberg growth: 200 rows a pass" in proc.stdout
-    *_, last = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("[")))
-    # One snapshot and one live data file per pass: the footprint it measures is real.
-    assert last["passes"] == 12 and last["table"]["snapshots"] == 12
-    assert sum(last["table"]["data_files_per_day"].values()) == 12
-    assert last["blob_root"]["files"] >= 12
-
-
-def test_old_metadata_files_are_removed_after_100_versions() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.iceberg_growth", "--passes", "110", "--json"],
+        [sys.executable, "-m", "benchmarks.iceberg_growth", "--passes", str(passes), "--json"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -96,6 +81,20 @@ def test_old_metadata_files_are_removed_after_100_versions() -> None:
     )
     assert proc.returncode in (0, 1), proc.stderr
     *_, last = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("[")))
-    assert last["passes"] == 110 and last["table"]["snapshots"] == 110
+    assert last["passes"] == passes and last["table"]["snapshots"] == passes
+    return proc.returncode, proc.stdout, last
+
+
+def test_growth_benchmark_runs_at_a_tiny_size() -> None:
+    code, out, last = growth(12)
+    assert code == 0
+    assert "Iceberg growth: 200 rows a pass" in out
+    # One snapshot and one live data file per pass: the footprint it measures is real.
+    assert sum(last["table"]["data_files_per_day"].values()) == 12
+    assert last["blob_root"]["files"] >= 12
+
+
+def test_old_metadata_files_are_removed_after_100_versions() -> None:
+    *_, last = growth(110)
     # 111 versions written (the create and 110 commits); the newest 100 and the current stay.
     assert last["table"]["metadata_json"] == 101

@@ -259,6 +259,20 @@ def _json_error(status: int, message: str, reason: str) -> str:
     return json.dumps({"error": {"code": status, "message": message, "errors": [detail]}})
 
 
+async def _refused_put(
+    store: ObstoreBlobStore, gcs_server: GCSServer, status: int, body: str, *, times: int = 1
+) -> StoreError:
+    """The error of a put the server answers with `body` (`times` answers queued)."""
+    for _ in range(times):
+        gcs_server.reply_next(status, body)
+    try:
+        with pytest.raises(StoreError) as info:
+            await store.put("x", b"1")
+    finally:
+        gcs_server.clear_failures()
+    return info.value
+
+
 @pytest.mark.gcs
 @pytest.mark.parametrize(
     ("status", "body", "kind", "said"),
@@ -325,17 +339,12 @@ async def test_gcs_json_errors_keep_their_message(
     said: str,
 ) -> None:
     store = _gcs(gcs_server, tmp_path, prefix="json")
-    gcs_server.reply_next(status, body)
-    try:
-        with pytest.raises(StoreError) as info:
-            await store.put("x", b"1")
-    finally:
-        gcs_server.clear_failures()
-    text = str(info.value)
-    assert type(info.value) is kind, text
+    error = await _refused_put(store, gcs_server, status, body)
+    text = str(error)
+    assert type(error) is kind, text
     assert said in text
     assert len(text) < 400
-    _assert_clean([info.value], SECRET, str(gcs_server.token), "Signature=", "Debug", "performing")
+    _assert_clean([error], SECRET, str(gcs_server.token), "Signature=", "Debug", "performing")
 
 
 @pytest.mark.gcs
@@ -384,15 +393,10 @@ async def test_gcs_refused_token_request(
     monkeypatch.setenv("GCE_METADATA_IP", host)
     store = _gcs(gcs_server, tmp_path, bearer_token=None, prefix="token")
     before = len(gcs_server.requests)
-    for _ in range(4):  # obstore tries the metadata host, then its IP
-        gcs_server.reply_next(status, body)
-    try:
-        with pytest.raises(StoreError) as info:
-            await store.put("x", b"1")
-    finally:
-        gcs_server.clear_failures()
+    # obstore tries the metadata host, then its IP.
+    error = await _refused_put(store, gcs_server, status, body, times=4)
     paths = [p for _, p in gcs_server.requests[before:]]
     assert paths and all("/computeMetadata/v1/" in p for p in paths), paths
-    assert type(info.value) is PermissionDeniedError, info.value
-    assert said in str(info.value)
-    _assert_clean([info.value], "computeMetadata", "Debug", "performing")
+    assert type(error) is PermissionDeniedError, error
+    assert said in str(error)
+    _assert_clean([error], "computeMetadata", "Debug", "performing")
