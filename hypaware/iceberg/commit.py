@@ -232,7 +232,7 @@ def commit_files(
 
         with (
             _BatchTransaction(table, recheck) as tx,
-            tx.update_snapshot(snapshot_properties=summary).fast_append() as append,
+            tx.update_snapshot(snapshot_properties=summary).merge_append() as append,
         ):
             for data_file in data_files:
                 append.append_data_file(data_file)

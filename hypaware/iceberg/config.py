@@ -13,12 +13,13 @@ import attrs
 
 from hypaware.core.config import FieldValueError, positive
 from hypaware.core.errors import ConfigError
+from hypaware.core.schedule import check_schedule
 from hypaware.core.secrets import Secret
 
 if TYPE_CHECKING:
     from hypaware.core.resolver import BuildContext
 
-__all__ = ["INSTALL_HINT", "CatalogConfig", "IcebergConfig", "check_catalog"]
+__all__ = ["INSTALL_HINT", "CatalogConfig", "IcebergConfig", "MaintenanceConfig", "check_catalog"]
 
 MiB = 1024 * 1024
 INSTALL_HINT = "pip install 'hypaware[iceberg]'"
@@ -37,6 +38,12 @@ def _namespace(_inst: object, attribute: attrs.Attribute[str], value: str) -> No
             attribute.name,
             f"must be a dotted namespace like 'hypaware' or 'analytics.raw', got {value!r}",
         )
+
+
+def _cron(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
+    problem = check_schedule(value)
+    if problem is not None:
+        raise FieldValueError(attribute.name, problem)
 
 
 def _str_dict(value: Any) -> dict[str, str]:
@@ -85,6 +92,43 @@ class CatalogConfig:
 
 
 @attrs.frozen
+class MaintenanceConfig:
+    """How a sink keeps its tables healthy as they grow. Every key is optional.
+
+    A table that gains a small snapshot every few minutes would otherwise
+    pay for its whole history on every commit. The driver runs maintenance
+    on its own `schedule`; ``hypaware maintain`` runs it at once.
+
+    - `enabled` (bool, default true): false leaves the tables alone (the
+      driver never runs it; ``hypaware maintain`` still does when asked).
+    - `schedule` (5-field cron, UTC, default ``"0 * * * *"``, hourly): when
+      the driver runs it, between passes.
+    - `keep_snapshots` (int, default 10): the newest snapshots always kept.
+    - `keep_for` (seconds, default 3600): snapshots younger than this are
+      kept, and so are the files they read: a query planned against one
+      may still be reading. Files a crashed compaction left are removed once
+      older than this, too.
+    - `compact` (bool, default true): rewrite a closed day's small data
+      files into files of `target_file_size`, sorted by lookup key and time.
+    - `compact_after` (seconds, default 3600): how long after a day ends
+      (by the driver's clock) it counts as closed; late rows after that are
+      compacted at the next run.
+    - `merge_manifests_at` (int, default 16): commits merge a table's
+      manifests once it has this many (Iceberg's
+      ``commit.manifest.min-count-to-merge``; set on tables that do not
+      name their own).
+    """
+
+    enabled: bool = True
+    schedule: str = attrs.field(default="0 * * * *", validator=_cron)
+    keep_snapshots: int = attrs.field(default=10, validator=positive)
+    keep_for: float = attrs.field(default=3600.0, validator=_not_negative)
+    compact: bool = True
+    compact_after: float = attrs.field(default=3600.0, validator=_not_negative)
+    merge_manifests_at: int = attrs.field(default=16, validator=positive)
+
+
+@attrs.frozen
 class IcebergConfig:
     """How datasets become Iceberg tables. Every key is optional.
 
@@ -100,6 +144,8 @@ class IcebergConfig:
       retries, before the batch goes back for retry.
     - `commit_backoff` (seconds, default 0.1): the first wait between those
       attempts; it doubles up to 5 s, with jitter.
+    - `maintenance` (object, default on): snapshot expiry, manifest merging
+      and compaction; see `MaintenanceConfig`.
     """
 
     catalog: CatalogConfig = attrs.field(factory=CatalogConfig)
@@ -107,6 +153,7 @@ class IcebergConfig:
     target_file_size: int = attrs.field(default=256 * MiB, validator=positive)
     commit_retries: int = attrs.field(default=10, validator=_not_negative)
     commit_backoff: float = attrs.field(default=0.1, validator=positive)
+    maintenance: MaintenanceConfig = attrs.field(factory=MaintenanceConfig)
 
     def required_modules(self) -> Iterator[tuple[str, str, str]]:
         """What an Iceberg sink needs installed, as (key, module, extra)."""

@@ -99,6 +99,11 @@ class DataFileWriter:
             # Half a row group: each piece is still at least a quarter of one.
             self.split_rows = max(1, group // 2)
 
+    @property
+    def root(self) -> StoreRoot:
+        """The store the files go to."""
+        return self._root
+
     def write_partitions(
         self,
         table: Table,

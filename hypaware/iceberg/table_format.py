@@ -14,7 +14,8 @@ One `write_batch`:
    and writes one Parquet file per day (two for a day of more than half a
    row group, more past the target size) through the blob store, at names
    fixed by sink, dataset and batch;
-5. registers every file in one fast-append snapshot whose summary carries
+5. registers every file in one append snapshot (manifests merged once there
+   are enough) whose summary carries
    ``hypaware.batch-id``, retrying on commit conflicts with other writers.
 
 If anything fails before the commit lands, the files written are deleted.
@@ -30,7 +31,7 @@ import asyncio
 import datetime as dt
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -66,6 +67,7 @@ from hypaware.iceberg.commit import (
 )
 from hypaware.iceberg.datafiles import DataFileWriter, WrittenFile
 from hypaware.iceberg.fileio import ObstoreFileIO, StoreRoot, register_root, unregister_root
+from hypaware.iceberg.maintain import TableMaintenance, maintain_table, wanted_properties
 from hypaware.iceberg.record import read_record, writer_key
 from hypaware.iceberg.scan import scan_table
 from hypaware.iceberg.schema import (
@@ -130,16 +132,6 @@ def store_root(store: BlobStore, sink: str) -> StoreRoot:
         base = f"{base.rstrip('/')}/{prefix}"
     guard = getattr(store, "check_key", None)
     return StoreRoot(store=raw, prefix=prefix, url=base, label=label, guard=guard)
-
-
-# A table of a year of small passes would keep every metadata.json it ever had
-# (89 MB at 400 passes): pyiceberg deletes all but the newest 100 after each
-# commit. A writer 100 commits behind reloads from the catalog's pointer anyway.
-TABLE_PROPERTIES = {
-    "write.format.default": "parquet",
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "100",
-}
 
 
 class IcebergTableFormat:
@@ -218,7 +210,7 @@ class IcebergTableFormat:
                 location=self._table_location(dataset.name),
                 partition_spec=spec,
                 sort_order=order,
-                properties=TABLE_PROPERTIES,
+                properties=wanted_properties(self.config),
             )
 
         table, created = retrying(
@@ -428,6 +420,52 @@ class IcebergTableFormat:
         except (ValidationError, ValueError) as exc:
             raise IncompatibleSchemaError(f"{what}: cannot evolve the table: {exc}") from exc
         return table
+
+    # -------------------------------------------------------------- maintenance
+
+    def maintain_sync(
+        self,
+        dataset: DatasetInfo,
+        *,
+        now: dt.datetime,
+        before_commit: Callable[[], None] | None = None,
+    ) -> TableMaintenance:
+        """Run table maintenance on the dataset's table (`hypaware.iceberg.maintain`).
+
+        Blocking; a table not registered yet is left alone. Failures are in
+        the result's `errors`, never raised (but for a closed sink).
+        """
+        what = self._what(dataset.name)
+        with self._lock:
+            if self._closed:
+                raise SinkClosedError(f"sink {self.sink!r} is closed")
+            self._writes += 1
+        try:
+            try:
+                table = self.load_table(dataset, create=False)
+            except Exception as exc:
+                return TableMaintenance(
+                    dataset.name, errors=(f"{what}: cannot load the table: {_brief(exc)}",)
+                )
+            if table is None:
+                return TableMaintenance(dataset.name)
+            return maintain_table(
+                table,
+                dataset,
+                config=self.config,
+                files=self._files_for(table),
+                encoder=self._encoder,
+                sink=self.sink,
+                what=what,
+                now=now,
+                before_commit=before_commit,
+            )
+        finally:
+            self._write_ended()
+
+    async def maintain(self, dataset: DatasetInfo, *, now: dt.datetime) -> TableMaintenance:
+        """`maintain_sync` off the event loop."""
+        return await asyncio.to_thread(self.maintain_sync, dataset, now=now)
 
     # --------------------------------------------------------------------- scan
 
