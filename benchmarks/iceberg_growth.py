@@ -9,8 +9,10 @@ drivers over the same cache, in the same process, one pass each in turn:
 - ``iceberg``: `@hypaware/format-iceberg` on local disk, sqlite catalog;
 - ``blob``: `@hypaware/format-parquet` on local disk, the flat reference.
 
-At each checkpoint it prints the median time of the last 10 passes of
-each, the table's metadata on disk (``metadata.json`` files, manifests,
+The Iceberg sink maintains its table on its default hourly schedule (by the
+data's clock: every 12 passes), with ``keep_for`` 0 (see `config`). At each
+checkpoint it prints the median time of the last 10 passes of each, the
+mean of the Iceberg sink's last 24 (maintenance runs included), the table's metadata on disk (``metadata.json`` files, manifests,
 manifest lists, their bytes), the snapshots, the live data files per day
 (and how many of them are below the target file size), and the same
 footprint for the blob sink's root and both state directories (progress
@@ -54,6 +56,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 STEP = timedelta(minutes=5)
 TARGET = 1.2
 WINDOW = 10
+MEAN_WINDOW = 24
 
 
 class DataClock:
@@ -85,15 +88,20 @@ def pass_rows(i: int, count: int) -> pa.Table:
 
 
 def config(root: Path, kind: str) -> Any:
+    extra: dict[str, Any] = {}
     if kind == "iceberg":
         sink = {"writer": "@hypaware/format-iceberg", "destination": "@hypaware/local-fs"}
+        # Snapshot ages are wall-clock, and this run packs days into minutes: with
+        # the default hour every snapshot would be young. A */5 daemon keeps about
+        # 12 snapshots an hour old; keep_snapshots (10) keeps as many here.
+        extra = {"maintenance": {"keep_for": 0}}
     else:
         sink = {"writer": "@hypaware/format-parquet", "destination": "@hypaware/local-fs"}
     return load_config(
         {
             "state_dir": str(root / f"state-{kind}"),
             "cache": {"path": str(root / "cache")},
-            "sinks": {kind: {**sink, "config": {"root": str(root / f"out-{kind}")}}},
+            "sinks": {kind: {**sink, "config": {"root": str(root / f"out-{kind}"), **extra}}},
         }
     )
 
@@ -166,6 +174,8 @@ async def grow(root: Path, passes: int, rows: int, checkpoints: list[int]) -> li
                         "passes": i + 1,
                         "iceberg_ms": 1000 * statistics.median(times["iceberg"][-WINDOW:]),
                         "blob_ms": 1000 * statistics.median(times["blob"][-WINDOW:]),
+                        # Every pass of the last two hours of data, maintenance runs in.
+                        "iceberg_mean_ms": 1000 * statistics.mean(times["iceberg"][-MEAN_WINDOW:]),
                         "table": table_footprint(drivers["iceberg"], root / "out-iceberg", target),
                         "blob_root": dir_footprint(root / "out-blob"),
                         "state_iceberg": dir_footprint(root / "state-iceberg"),
@@ -186,7 +196,7 @@ def checkpoints_for(passes: int) -> list[int]:
 def show(results: list[dict[str, Any]], rows: int) -> None:
     print(f"Iceberg growth: {rows} rows a pass, 5 minutes of data apart")
     head = (
-        f"{'passes':>6} {'iceberg ms':>10} {'blob ms':>8} {'ratio':>6} {'snaps':>6} "
+        f"{'passes':>6} {'iceberg ms':>10} {'mean ms':>7} {'blob ms':>8} {'ratio':>6} {'snaps':>6} "
         f"{'m.json':>6} {'newest KB':>9} {'manif':>6} {'live':>5} {'lists':>6} "
         f"{'meta MB':>8} {'state MB':>8} {'blob files':>10} {'blob state MB':>13}"
     )
@@ -194,7 +204,8 @@ def show(results: list[dict[str, Any]], rows: int) -> None:
     for r in results:
         t = r["table"]
         print(
-            f"{r['passes']:>6} {r['iceberg_ms']:>10.1f} {r['blob_ms']:>8.1f} "
+            f"{r['passes']:>6} {r['iceberg_ms']:>10.1f} {r['iceberg_mean_ms']:>7.1f} "
+            f"{r['blob_ms']:>8.1f} "
             f"{r['iceberg_ms'] / r['blob_ms']:>6.1f} {t['snapshots']:>6} {t['metadata_json']:>6} "
             f"{t['newest_metadata_kb']:>9.1f} {t['manifests']:>6} {t['live_manifests']:>5} "
             f"{t['manifest_lists']:>6} {t['metadata_mb']:>8.2f} {r['state_iceberg']['mb']:>8.2f} "
@@ -224,7 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     if first is None or results[-1]["passes"] == 50:
         return 0
     ratio = results[-1]["iceberg_ms"] / first["iceberg_ms"]
-    print(f"per-pass time at {results[-1]['passes']} passes: {ratio:.2f}x that at 50")
+    mean_ratio = results[-1]["iceberg_mean_ms"] / first["iceberg_mean_ms"]
+    print(
+        f"per-pass time at {results[-1]['passes']} passes: {ratio:.2f}x that at 50 "
+        f"(median); {mean_ratio:.2f}x (mean of {MEAN_WINDOW}, maintenance included)"
+    )
     if ratio > TARGET:
         print(f"MISSED: target at most {TARGET}x")
         return 1

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
 
 from hypaware.core.contracts import AsyncClosing, TableFormat
 from hypaware.core.errors import SinkClosedError
-from hypaware.core.types import ExportBatch, ExportOptions, ExportResult
+from hypaware.core.types import (
+    DatasetInfo,
+    ExportBatch,
+    ExportOptions,
+    ExportResult,
+    MaintenanceReport,
+)
 
 __all__ = ["TableSink"]
 
@@ -48,6 +58,42 @@ class TableSink(AsyncClosing):
             )
             return ExportResult.failed(batch, f"{type(exc).__name__}: {exc}")
         return result.reconcile(batch)
+
+    def maintenance_schedule(self) -> str | None:
+        """The table format's maintenance schedule (`MaintainedSink`); None if it has none."""
+        schedule = getattr(self.table, "maintenance_schedule", None)
+        value = schedule() if callable(schedule) else None
+        return value if isinstance(value, str) else None
+
+    async def maintain(
+        self, datasets: Sequence[DatasetInfo], *, now: datetime
+    ) -> MaintenanceReport:
+        """Run the table format's `maintain(dataset, now=)` for each dataset (`MaintainedSink`).
+
+        A table format without it has nothing to maintain. Its result is
+        anything with `as_dict()` and `errors`.
+        """
+        if self._closed:
+            raise SinkClosedError(f"sink {self.name!r} is closed")
+        run = getattr(self.table, "maintain", None)
+        if run is None:
+            return MaintenanceReport(self.name)
+        started = time.monotonic()
+        counts: dict[str, dict[str, Any]] = {}
+        errors: list[str] = []
+        for dataset in datasets:
+            try:
+                result = await run(dataset, now=now)
+            except SinkClosedError:
+                raise
+            except Exception as exc:
+                errors.append(f"dataset {dataset.name!r}: {type(exc).__name__}: {exc}")
+                continue
+            body = dict(result.as_dict())
+            body.pop("dataset", None)
+            errors.extend(body.pop("errors", ()))
+            counts[dataset.name] = body
+        return MaintenanceReport(self.name, counts, tuple(errors), time.monotonic() - started)
 
     async def close(self) -> None:
         if self._closed:

@@ -30,6 +30,7 @@ COMMANDS = (
     "status",
     "retry",
     "reset_progress",
+    "maintain",
     "query",
     "demo",
 )

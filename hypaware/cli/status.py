@@ -148,6 +148,17 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
             doc["error_partitions"] = health.error_partitions if health else 0
             halt = store.halted(name) if store is not None else None
             doc["halted"] = None if halt is None else halt.as_dict()
+            kept = store.last_maintenance(name) if store is not None else None
+            doc["maintenance"] = (
+                None
+                if kept is None
+                else {
+                    "at": _iso(kept[0]),
+                    "ok": bool(kept[1].get("ok", True)),
+                    "summary": str(kept[1].get("summary", "")),
+                    "errors": list(kept[1].get("errors", [])),
+                }
+            )
             doc["warnings"] = sink_warnings(config, name, store) if configured else []
             out[name] = doc
         return {
@@ -309,6 +320,10 @@ def _print_view(doc: dict[str, Any], *, verbose: bool, out: TextIO) -> None:
                 f"next try {_seconds(h['next_try'])}",
                 file=out,
             )
+        kept = s.get("maintenance")
+        if kept is not None:
+            state = "maintained" if kept["ok"] else "maintenance failed"
+            print(f"{state}: {name} at {_seconds(kept['at'])}: {short(kept['summary'])}", file=out)
         for warning in s["warnings"]:
             print(f"warning: {warning}", file=out)
 

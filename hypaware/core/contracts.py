@@ -8,7 +8,15 @@ it must never do.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator, Collection, Iterable, Iterator
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Collection,
+    Iterable,
+    Iterator,
+    Sequence,
+)
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
@@ -21,6 +29,7 @@ if TYPE_CHECKING:
         ExportBatch,
         ExportOptions,
         ExportResult,
+        MaintenanceReport,
         ObjectMeta,
     )
 
@@ -29,6 +38,7 @@ __all__ = [
     "BlobStore",
     "Encoder",
     "Flushable",
+    "MaintainedSink",
     "ManagedSink",
     "QueryableSink",
     "Sink",
@@ -226,6 +236,35 @@ class Flushable(Protocol):
 
     async def flush(self) -> None:
         """Make everything acknowledged so far durable. Raises `SinkError` on failure."""
+        ...
+
+
+@runtime_checkable
+class MaintainedSink(Protocol):
+    """A sink whose destination needs upkeep as it grows, run by the driver on a schedule.
+
+    An Iceberg table gains a snapshot, a manifest and a small data file each
+    pass; maintenance expires old snapshots, merges manifests and compacts
+    closed days so the hundredth thousandth pass costs what the fiftieth did.
+    The driver calls `maintain` between passes when `maintenance_schedule`
+    says it is due (and ``hypaware maintain`` calls it at once), never while
+    one of the sink's own passes runs.
+    """
+
+    def maintenance_schedule(self) -> str | None:
+        """A 5-field cron expression (UTC), or None when maintenance is off."""
+        ...
+
+    async def maintain(
+        self, datasets: Sequence[DatasetInfo], *, now: datetime
+    ) -> MaintenanceReport:
+        """Maintain the destination of each of `datasets`; `now` is the driver's clock.
+
+        Must be safe beside other writers of the same destination (their
+        passes and their maintenance): it loses and doubles nothing, and
+        leaves nothing a reader would see half done. Report failures in the
+        result's `errors`; do not raise.
+        """
         ...
 
 

@@ -6,9 +6,9 @@ so importing this module does not import pyarrow.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -20,6 +20,7 @@ __all__ = [
     "ExportBatch",
     "ExportOptions",
     "ExportResult",
+    "MaintenanceReport",
     "ObjectMeta",
     "PartitionRef",
     "RequestEvent",
@@ -354,3 +355,61 @@ class ObjectMeta:
     size: int
     last_modified: datetime | None = None
     etag: str | None = None
+
+
+_MAINTENANCE_WORDS = (
+    ("files_replaced", "files compacted"),
+    ("files_written", "files written"),
+    ("snapshots_expired", "snapshots expired"),
+    ("files_deleted", "files deleted"),
+    ("leftovers_deleted", "leftovers removed"),
+    ("compactions_lost", "compactions lost a race"),
+)
+
+
+@attrs.frozen
+class MaintenanceReport:
+    """What one maintenance run of a sink did (`hypaware.core.contracts.MaintainedSink`).
+
+    `datasets` maps each dataset to the counts its sink reports (for an
+    Iceberg table: ``files_replaced``, ``files_written``,
+    ``snapshots_expired``, ``files_deleted``, ``leftovers_deleted``, ...);
+    `errors` has one line per step that failed. A failed step changes
+    nothing it did not finish: maintenance never loses or doubles a row.
+    """
+
+    sink: str
+    datasets: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    errors: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def total(self, key: str) -> int:
+        """The sum of one count over the datasets (0 where a dataset lacks it)."""
+        total = 0
+        for counts in self.datasets.values():
+            value = counts.get(key, 0)
+            if isinstance(value, int) and not isinstance(value, bool):
+                total += value
+        return total
+
+    def summary(self) -> str:
+        """One line, e.g. ``12 files compacted, 2 files written, 17 snapshots expired``."""
+        parts = [f"{self.total(k)} {w}" for k, w in _MAINTENANCE_WORDS if self.total(k)]
+        text = ", ".join(parts) or "nothing to do"
+        if self.errors:
+            text += f"; {len(self.errors)} failed: {self.errors[0]}"
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "sink": self.sink,
+            "ok": self.ok,
+            "summary": self.summary(),
+            "datasets": {k: dict(v) for k, v in self.datasets.items()},
+            "errors": list(self.errors),
+            "seconds": round(self.seconds, 3),
+        }

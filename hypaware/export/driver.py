@@ -27,8 +27,11 @@ from typing import TYPE_CHECKING, Any, Self
 
 from hypaware.cache.protocol import Cache, ExportFloor, RetentionAware
 from hypaware.core.config import HypawareConfig, SinkSpec
+from hypaware.core.contracts import MaintainedSink
 from hypaware.core.errors import CacheError, ConfigError, HypawareError, StateError
+from hypaware.core.types import MaintenanceReport
 from hypaware.export.ledger import ParkedPartition
+from hypaware.export.maintenance import Maintainer
 from hypaware.export.observer import ExportObserver, NullObserver
 from hypaware.export.passes import Exporter
 from hypaware.export.reports import RunReport, SinkReport
@@ -108,6 +111,7 @@ class ExportDriver:
             notify=self._notify,
             now=self.clock.now,
         )
+        self._maintainer = Maintainer(self.state, self.cache, self.clock.now, self._notify)
 
     @classmethod
     def from_config(
@@ -202,8 +206,42 @@ class ExportDriver:
             else:
                 reason = "interrupted by close()" if self._stop.is_set() else repr(result)
                 reports[name] = SinkReport(name, errors=[reason])
+        for name in names:
+            await self._maintain_if_due(self._runners[name], reports[name])
         self._retention()
         return RunReport(reports)
+
+    async def maintain(self, *, sinks: Iterable[str] | None = None) -> dict[str, MaintenanceReport]:
+        """Maintain every sink that keeps its destination healthy (`MaintainedSink`) now.
+
+        Whatever their schedules; for each sink (or those named in `sinks`)
+        that is one, the report of the run. Waits for a pass of the sink in
+        progress to end. Failures are in the reports, not raised.
+        """
+        names = self._select(sinks)
+        if self._closed:
+            raise HypawareError("the export driver is closed")
+        out: dict[str, MaintenanceReport] = {}
+        for name in names:
+            runner = self._runners[name]
+            try:
+                sink = runner.build()
+            except Exception as exc:
+                out[name] = MaintenanceReport(
+                    name, errors=(f"sink {name!r} cannot be built: {describe_error(exc)}",)
+                )
+                continue
+            if isinstance(sink, MaintainedSink):
+                out[name] = await self._maintainer.run(runner)
+        return out
+
+    async def _maintain_if_due(self, runner: SinkRunner, report: SinkReport | None) -> None:
+        if self._stop.is_set() or not self._maintainer.due(runner):
+            return
+        done = await self._maintainer.run(runner)
+        if report is not None:
+            report.maintenance = done.as_dict()
+            report.notices.extend(f"maintenance: {e}" for e in done.errors)
 
     async def run_forever(
         self, *, sinks: Iterable[str] | None = None, backfill: bool = False
@@ -448,6 +486,7 @@ class ExportDriver:
                 self._error(runner.name, str(exc))
                 continue
             await self._exporter.run_pass(runner, backfill, wait_out_halt=True)
+            await self._maintain_if_due(runner, None)
             self._retention()
 
     def _halt_probe(self, sink: str, slot: datetime) -> datetime | None:

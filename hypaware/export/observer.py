@@ -12,8 +12,9 @@ ignored: it never stops an export.
 Beyond the protocol, the driver calls these when an observer has them
 (`NullObserver` has them all): ``dataset_started(sink, dataset, *, high_water,
 skipped_partitions, skipped_rows)``, ``sink_scheduled(sink, schedule,
-next_slot)``, ``sink_halted(sink, reason, since, next_try)`` and
-``sink_resumed(sink, since, attempts)``.
+next_slot)``, ``sink_halted(sink, reason, since, next_try)``,
+``sink_resumed(sink, since, attempts)`` and ``maintenance_finished(sink,
+report)``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import attrs
 __all__ = ["CountingObserver", "ExportObserver", "NullObserver", "SinkCounters"]
 
 if TYPE_CHECKING:
-    from hypaware.core.types import RequestEvent
+    from hypaware.core.types import MaintenanceReport, RequestEvent
     from hypaware.export.reports import SinkReport
 
 
@@ -175,6 +176,10 @@ class NullObserver:
     def sink_resumed(self, sink: str, since: datetime, attempts: int) -> None:
         """`sink` exported again after a halt that began at `since` and took `attempts` tries."""
 
+    def maintenance_finished(self, sink: str, report: MaintenanceReport) -> None:
+        """The driver maintained `sink`'s destination (on its schedule, or when asked);
+        `report.errors` says what failed."""
+
 
 @attrs.define
 class SinkCounters:
@@ -199,6 +204,10 @@ class SinkCounters:
     #: Waits taken inside batches, by cause.
     retry_waits: dict[str, int] = attrs.field(factory=dict)
     retry_wait_seconds: float = 0.0
+    #: Maintenance runs, those that failed a step, and the last one's summary.
+    maintenance_runs: int = 0
+    maintenance_failures: int = 0
+    last_maintenance: str | None = None
 
 
 class CountingObserver(NullObserver):
@@ -211,6 +220,12 @@ class CountingObserver(NullObserver):
 
     def of(self, sink: str) -> SinkCounters:
         return self.counters.setdefault(sink, SinkCounters())
+
+    def maintenance_finished(self, sink: str, report: MaintenanceReport) -> None:
+        c = self.of(sink)
+        c.maintenance_runs += 1
+        c.maintenance_failures += 0 if report.ok else 1
+        c.last_maintenance = report.summary()
 
     def batch_exported(
         self,

@@ -106,6 +106,10 @@ class SinkReport:
     `exported` maps each dataset to the partitions this pass exported and
     their rows; `RunReport` uses it to count a cache row once however many
     sinks took it. It is left out of `as_dict`, whose counters say enough.
+
+    `maintenance` is the `MaintenanceReport.as_dict` of a maintenance run
+    the driver made after the pass (it was due), else None. Its failures are
+    also in `notices`: they do not fail the pass.
     """
 
     sink: str
@@ -128,6 +132,7 @@ class SinkReport:
     parked_total: int = 0
     halted: dict[str, Any] | None = None
     exported: dict[str, dict[str, int]] = attrs.field(factory=dict, repr=False)
+    maintenance: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

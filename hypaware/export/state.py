@@ -13,11 +13,12 @@ export writes.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 import attrs
 
@@ -460,6 +461,32 @@ class ProgressStore(LedgerMixin, CacheBindingMixin, HaltMixin):
                 "UPDATE sinks SET last_slot = ? WHERE sink = ?", (slot.isoformat(), sink)
             )
         return True
+
+    def record_maintenance(self, sink: str, at: datetime, report: Mapping[str, Any]) -> None:
+        """Note that `sink` was maintained at `at` (the driver's clock), and what it did."""
+        body = json.dumps({"at": at.isoformat(), "report": dict(report)}, default=str)
+        with self._errors("record maintenance"), immediate_transaction(self._db):
+            self._db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (f"maintenance:{sink}", body),
+            )
+
+    def last_maintenance(self, sink: str) -> tuple[datetime, dict[str, Any]] | None:
+        """When `sink` was last maintained and the report of that run, if ever."""
+        with self._errors("read maintenance"):
+            row = self._db.execute(
+                "SELECT value FROM meta WHERE key = ?", (f"maintenance:{sink}",)
+            ).fetchone()
+        if row is None:
+            return None
+        try:
+            body = json.loads(row[0])
+            at = datetime.fromisoformat(body["at"])
+            report = body.get("report") or {}
+        except (ValueError, KeyError, TypeError):
+            return None  # unreadable: maintenance is simply due again
+        return at, report if isinstance(report, dict) else {}
 
     def sinks(self) -> list[str]:
         """Every sink the store has progress or facts for."""

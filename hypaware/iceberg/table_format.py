@@ -423,6 +423,11 @@ class IcebergTableFormat:
 
     # -------------------------------------------------------------- maintenance
 
+    def maintenance_schedule(self) -> str | None:
+        """When the driver maintains this sink's tables (None: `maintenance.enabled` is false)."""
+        maint = self.config.maintenance
+        return maint.schedule if maint.enabled else None
+
     def maintain_sync(
         self,
         dataset: DatasetInfo,
