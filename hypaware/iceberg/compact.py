@@ -21,7 +21,7 @@ Exactly once beside other writers:
 - New files are named ``<sink>-compact-<uuid>-<n>.parquet``. If the
   process dies between writing them and the commit, they are left behind,
   referenced by no snapshot; a later run deletes such files once they are
-  older than `keep_for` (a compaction still writing is never that old).
+  older than `keep_for` and an hour (a compaction still writing is never that old).
 
 A compaction snapshot carries no exactly-once record: the record is read
 from the newest snapshot that has one (`hypaware.iceberg.record`), which

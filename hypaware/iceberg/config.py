@@ -107,7 +107,7 @@ class MaintenanceConfig:
     - `keep_for` (seconds, default 3600): snapshots younger than this are
       kept, and so are the files they read: a query planned against one
       may still be reading. Files a crashed compaction left are removed once
-      older than this, too.
+      older than this (and at least an hour old).
     - `compact` (bool, default true): rewrite a closed day's small data
       files into files of `target_file_size`, sorted by lookup key and time.
     - `compact_after` (seconds, default 3600): how long after a day ends

@@ -10,7 +10,8 @@
 3. **snapshot expiry** and the deletion of files only expired snapshots
    read (`hypaware.iceberg.expire`).
 4. **leftovers**: compaction outputs no snapshot references, older than
-   `keep_for` (a compaction that died before its commit).
+   `keep_for` and at least an hour (a compaction that died before its
+   commit; one still between its write and its commit is younger).
 
 Each step commits on its own, and each is safe to lose a race: a commit
 that lost to another writer is planned again from the refreshed table (the
@@ -49,6 +50,7 @@ __all__ = ["TableMaintenance", "maintain_table", "wanted_properties"]
 log = logging.getLogger("hypaware.iceberg.table_format")
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+LEFTOVER_MIN_AGE = 3600.0
 
 
 @attrs.frozen
@@ -192,8 +194,11 @@ def maintain_table(
         result.update(snapshots_expired=expired, files_deleted=deleted)
 
     def leftovers() -> None:
+        # Never younger than an hour, whatever keep_for says: another process's
+        # compaction may be between writing its files and committing them.
+        age = max(maint.keep_for, LEFTOVER_MIN_AGE)
         result["leftovers_deleted"] = _delete_leftovers(
-            table, files, sink, older_than_ms=clock() - int(maint.keep_for * 1000)
+            table, files, sink, older_than_ms=clock() - int(age * 1000)
         )
 
     step("setting table properties", properties)

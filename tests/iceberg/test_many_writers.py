@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
+from hypaware.iceberg.compact import live_files
+from hypaware.iceberg.record import read_record
+
 from .helpers import DATASET, build_sink, sink_config
 from .workers import export_share
 
@@ -18,14 +21,16 @@ WRITERS = 4
 BATCHES = 3
 
 
-def test_four_processes_commit_every_row_exactly_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("maintain", [False, True], ids=["appends", "with-maintenance"])
+def test_four_processes_commit_every_row_exactly_once(tmp_path: Path, maintain: bool) -> None:
     ctx = multiprocessing.get_context("spawn")
     manager = ctx.Manager()
     try:
         start = manager.Event()
         with ProcessPoolExecutor(max_workers=WRITERS, mp_context=ctx) as pool:
             futures = [
-                pool.submit(export_share, str(tmp_path), w, BATCHES, start) for w in range(WRITERS)
+                pool.submit(export_share, str(tmp_path), w, BATCHES, start, maintain)
+                for w in range(WRITERS)
             ]
             start.set()
             results = [f.result(timeout=240) for f in futures]
@@ -45,8 +50,18 @@ def test_four_processes_commit_every_row_exactly_once(tmp_path: Path) -> None:
                 100 * b + i for b in range(BATCHES) for i in range(20)
             }
     snapshots = table.metadata.snapshots
-    assert len(snapshots) == WRITERS * BATCHES
-    assert len({s.summary["hypaware.batch-id"] for s in snapshots}) == WRITERS * BATCHES
+    if maintain:
+        # Compacted and expired while the others appended; the record holds every batch.
+        record = read_record(table, "t")
+        assert sum(r.count for r in record.writers.values()) == WRITERS * BATCHES * 10
+        days: dict[int, int] = {}
+        for f in live_files(table):
+            days[f.partition[0]] = days.get(f.partition[0], 0) + 1
+        assert len(snapshots) < WRITERS * BATCHES
+        assert max(days.values()) < WRITERS * BATCHES, days
+    else:
+        assert len(snapshots) == WRITERS * BATCHES
+        assert len({s.summary["hypaware.batch-id"] for s in snapshots}) == WRITERS * BATCHES
     catalog.engine.dispose()
 
 
