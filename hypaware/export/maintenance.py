@@ -48,6 +48,9 @@ class Maintainer:
         self._cache = cache
         self._now = now
         self._notify = notify
+        # (schedule, last run) -> when the next run is due: croniter is not cheap
+        # enough to ask on every pass.
+        self._next: dict[tuple[str, datetime], datetime] = {}
 
     def schedule(self, runner: SinkRunner) -> str | None:
         sink = runner.sink
@@ -65,7 +68,12 @@ class Maintainer:
             return False
         if last is None:
             return True
-        return next_fire(schedule, last[0]) <= self._now()
+        key = (schedule, last[0])
+        upcoming = self._next.get(key)
+        if upcoming is None:
+            self._next.clear()
+            upcoming = self._next[key] = next_fire(schedule, last[0])
+        return upcoming <= self._now()
 
     async def run(self, runner: SinkRunner) -> MaintenanceReport:
         """Maintain `runner`'s sink now (building it if need be), whatever its schedule."""
