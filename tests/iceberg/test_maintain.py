@@ -248,3 +248,30 @@ async def test_two_compactions_of_one_day_double_nothing(tmp_path: Path) -> None
     ]
     await sink.close()
     await other.close()
+
+
+async def test_expiry_keeps_the_chain_to_the_record_and_young_snapshots(tmp_path: Path) -> None:
+    from hypaware.iceberg.expire import LEGACY_GRACE_MS, plan_expiry
+
+    sink = build_sink(sink_config(tmp_path))
+    fmt = sink.table  # type: ignore[attr-defined]
+    await _passes(sink, days=2, per_day=3)
+    table = fmt.load_table(DATASET)
+    fmt.maintain_sync(DATASET, now=DAY0 + dt.timedelta(days=5))  # two compactions on top
+    table.refresh()
+    snaps = table.metadata.snapshots
+    newest = max(s.timestamp_ms for s in snaps)
+    ops = [s.summary.operation.value for s in snaps]
+    assert ops[-2:] == ["overwrite", "overwrite"]
+
+    later = newest + LEGACY_GRACE_MS + 1
+    plan = plan_expiry(table, keep_snapshots=1, keep_for_ms=0, now_ms=later)
+    # The current snapshot and back through the compactions to the last append,
+    # whose summary carries the record.
+    kept = [s for s in snaps if s.snapshot_id in plan.keep]
+    assert [s.summary.operation.value for s in kept] == ["append", "overwrite", "overwrite"]
+    assert "hypaware.writers" in kept[0].summary.additional_properties
+    # Young snapshots are all kept.
+    young = plan_expiry(table, keep_snapshots=1, keep_for_ms=10**9, now_ms=newest)
+    assert young.expire == frozenset()
+    await sink.close()

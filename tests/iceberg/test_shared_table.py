@@ -411,6 +411,15 @@ async def test_a_batch_begun_before_the_upgrade_is_found_by_its_batch_id(
             cache_identity=cache.identity,
         )
         assert (await built.export_batch(other, ExportOptions())).rows_written == ROWS
+        # Expiry keeps the old release's snapshot (for a week after the record
+        # began): only it can tell that the batch landed.
+        from hypaware.iceberg.expire import expire_snapshots, plan_expiry
+
+        table = built.table.load_table(gateway_info())  # type: ignore[attr-defined]
+        newest = max(s.timestamp_ms for s in table.metadata.snapshots)
+        plan = plan_expiry(table, keep_snapshots=1, keep_for_ms=0, now_ms=newest + 1)
+        assert plan.expire == frozenset() and len(plan.keep) == 2
+        expire_snapshots(table, plan, delete=table.io.delete)
         again = await built.export_batch(batch, ExportOptions(attempt=2))
         assert sorted(again.exported) == sorted(p.id for p in parts)
         assert again.rows_written == 0 and not again.retry_partitions
