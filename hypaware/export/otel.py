@@ -32,6 +32,7 @@ from hypaware.core.types import RequestEvent
 from hypaware.export.observer import NullObserver
 
 if TYPE_CHECKING:
+    from hypaware.core.types import MaintenanceReport
     from hypaware.export.reports import SinkReport
 
 __all__ = ["OTelObserver"]
@@ -89,6 +90,14 @@ class OTelObserver(NullObserver):
         )
         self._request_time = histogram(
             "http.client.request.duration", "s", "Duration of HTTP client requests"
+        )
+        self._maintenance_time = histogram(
+            "hypaware.maintenance.duration", "s", "Time of one maintenance run of a sink"
+        )
+        self._maintained = counter(
+            "hypaware.maintenance.files",
+            "{file}",
+            "Files maintenance compacted away (replaced), wrote or deleted",
         )
         self._lag: dict[tuple[str, str], tuple[int, int]] = {}
         meter.create_observable_gauge(
@@ -236,6 +245,20 @@ class OTelObserver(NullObserver):
         for span in spans:
             span.add_event("hypaware.error", {"hypaware.message": message})
             span.set_status(Status(StatusCode.ERROR, message))
+
+    def maintenance_finished(self, sink: str, report: MaintenanceReport) -> None:
+        outcome = "ok" if report.ok else "error"
+        self._maintenance_time.record(report.seconds, {SINK: sink, "hypaware.outcome": outcome})
+        for key, action in (
+            ("files_replaced", "replaced"),
+            ("files_written", "written"),
+            ("files_deleted", "deleted"),
+        ):
+            count = report.total(key)
+            if count:
+                self._maintained.add(count, {SINK: sink, "hypaware.action": action})
+        if not report.ok:
+            self._errors.add(len(report.errors), {SINK: sink, "error.type": "maintenance"})
 
     def lag(self, sink: str, dataset: str, *, partitions: int, rows: int) -> None:
         self._lag[(sink, dataset)] = (partitions, rows)

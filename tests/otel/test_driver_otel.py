@@ -99,3 +99,19 @@ async def test_a_raising_sink_is_an_error_on_its_batch_span(
     assert "destination exploded" in str(errors[0].attributes["hypaware.message"])
     (pass_span,) = otel.finished("hypaware.export.pass")
     assert pass_span.status.status_code == StatusCode.ERROR
+
+
+def test_maintenance_runs_are_timed_and_counted(otel: Telemetry) -> None:
+    from hypaware.core.types import MaintenanceReport
+
+    done = MaintenanceReport(
+        "lake", {"events": {"files_replaced": 12, "files_written": 2, "files_deleted": 30}}
+    )
+    failed = MaintenanceReport("lake", {"events": {}}, errors=("snapshot expiry: boom",))
+    otel.observer.maintenance_finished("lake", done)
+    otel.observer.maintenance_finished("lake", failed)
+    assert otel.total("hypaware.maintenance.duration", **{S: "lake"}) == 2
+    assert otel.total("hypaware.maintenance.duration", **{"hypaware.outcome": "error"}) == 1
+    assert otel.total("hypaware.maintenance.files", **{"hypaware.action": "replaced"}) == 12
+    assert otel.total("hypaware.maintenance.files", **{"hypaware.action": "deleted"}) == 30
+    assert otel.total("hypaware.export.errors", **{"error.type": "maintenance"}) == 1
