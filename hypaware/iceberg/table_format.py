@@ -65,6 +65,7 @@ from hypaware.iceberg.commit import (
     find_commit,
     held_partitions,
 )
+from hypaware.iceberg.compact import live_files
 from hypaware.iceberg.datafiles import DataFileWriter, WrittenFile
 from hypaware.iceberg.fileio import ObstoreFileIO, StoreRoot, register_root, unregister_root
 from hypaware.iceberg.maintain import TableMaintenance, maintain_table, wanted_properties
@@ -373,7 +374,10 @@ class IcebergTableFormat:
             if done is not None:
                 result = already_committed(batch, done)
             else:
-                files.delete(written)
+                # Maintenance may have expired that snapshot already: a file the
+                # table reads is never a leftover, whatever the history says.
+                live = {f.file_path for f in live_files(table)}
+                files.delete([w for w in written if w.location not in live])
                 result = ExportResult(exported=read.ok, retry_partitions=read.failed)
             return attrs.evolve(result, already_held=result.exported)
         return ExportResult(

@@ -339,3 +339,31 @@ async def test_an_attempt_whose_rows_land_meanwhile_does_not_commit_them_again(
     assert _data_files_on_disk(tmp_path) == _referenced(table)
     await late.close()
     await next_attempt.close()
+
+
+async def test_a_late_attempt_keeps_the_files_of_its_own_landed_attempt_once_expired(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As the same-batch case above, but the snapshot of the attempt that landed
+    # is gone from history (maintenance expired it) when the late attempt finds
+    # its partitions committed: the files, same names as its own, stay.
+    cfg = sink_config(tmp_path)
+    late, next_attempt = build_sink(cfg), build_sink(cfg)
+    parts = _parts()
+    step = table_format.commit_files
+    landed: list[Any] = []
+
+    def the_same_batch_lands_first(*args: Any, **kwargs: Any) -> Any:
+        if not landed:
+            landed.append(next_attempt.table.write_batch_sync(batch("b-9", parts)))  # type: ignore[attr-defined]
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(table_format, "commit_files", the_same_batch_lands_first)
+    monkeypatch.setattr(table_format, "find_commit", lambda *a, **k: None)
+    result = late.table.write_batch_sync(batch("b-9", parts))  # type: ignore[attr-defined]
+    assert set(result.exported) == {p.id for p in parts} and not result.retry_partitions
+    table = late.table.load_table(DATASET)  # type: ignore[attr-defined]
+    assert table.scan().to_arrow().num_rows == 24
+    assert _data_files_on_disk(tmp_path) == _referenced(table)
+    await late.close()
+    await next_attempt.close()
