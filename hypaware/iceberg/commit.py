@@ -21,6 +21,7 @@ record copied from the old parent would forget what the winner committed.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,8 @@ from hypaware.iceberg.record import (
 if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
 
+log = logging.getLogger("hypaware.iceberg.table_format")
+
 __all__ = [
     "SUMMARY_BATCH_ID",
     "SUMMARY_DIGEST",
@@ -62,6 +65,7 @@ __all__ = [
     "check_layout",
     "commit_files",
     "did_not_land",
+    "drop_unlisted_manifests",
     "find_commit",
     "held_partitions",
 ]
@@ -236,11 +240,37 @@ def commit_files(
         ):
             for data_file in data_files:
                 append.append_data_file(data_file)
+        drop_unlisted_manifests(table, append)
     except _Landed as landed:
         if landed.every:
             return "already"
         raise PartitionsLanded(what, landed.held) from None
     return "committed"
+
+
+def drop_unlisted_manifests(table: Table, producer: Any) -> None:
+    """Delete the manifests a committed snapshot producer wrote but its snapshot does not list.
+
+    A merge-append writes the new files' manifest, then merges it with
+    others into one: pyiceberg keeps the first on disk, read by nothing (one
+    more file every merge, for ever). Failures are logged: it is only space.
+    """
+    written = list(getattr(producer, "_written_manifests", ()))
+    snapshot = table.current_snapshot()
+    if len(written) < 2 or snapshot is None:
+        return  # nothing was merged: the one manifest written is the snapshot's
+    if snapshot.snapshot_id != getattr(producer, "_snapshot_id", None):
+        return
+    listed = {m.manifest_path for m in snapshot.manifests(table.io)}
+    for path in written:
+        if path in listed:
+            continue
+        try:
+            table.io.delete(path)
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            log.warning("cannot delete %s, a manifest no snapshot lists: %s", path, exc)
 
 
 def did_not_land(exc: BaseException) -> bool:

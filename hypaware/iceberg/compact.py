@@ -45,6 +45,7 @@ from pyiceberg.table import FileScanTask
 
 from hypaware.iceberg import layout
 from hypaware.iceberg.catalog import IcebergError
+from hypaware.iceberg.commit import drop_unlisted_manifests
 from hypaware.iceberg.datafiles import DataFileWriter, WrittenFile
 from hypaware.iceberg.schema import write_schema
 
@@ -225,6 +226,7 @@ def _commit(table: Table, bin: Bin, data_files: Sequence[DataFile], sink: str) -
             rewrite.delete_data_file(f)
         for f in data_files:
             rewrite.append_data_file(f)
+    drop_unlisted_manifests(table, rewrite)
 
 
 def _safe(sink: str) -> str:

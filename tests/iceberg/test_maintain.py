@@ -142,6 +142,13 @@ async def test_manifests_stay_few_as_passes_add_up(tmp_path: Path) -> None:
     manifests = table.current_snapshot().manifests(table.io)
     assert len(manifests) <= 4
     assert len(live_files(table)) == 20
+    # The manifest each merge-append wrote for its own files, then merged, is gone.
+    from hypaware.iceberg.expire import reachable
+
+    listed, _ = reachable(table)
+    lists = {s.manifest_list for s in table.metadata.snapshots}
+    on_disk = {f"file://{p}" for p in (tmp_path / "warehouse").rglob("metadata/*.avro")}
+    assert on_disk == listed | lists
     await sink.close()
 
 
