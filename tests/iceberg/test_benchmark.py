@@ -81,7 +81,7 @@ def growth(passes: int) -> tuple[int, str, dict[str, Any]]:
     )
     assert proc.returncode in (0, 1), proc.stderr
     *_, last = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("[")))
-    assert last["passes"] == passes and last["table"]["snapshots"] == passes
+    assert last["passes"] == passes
     return proc.returncode, proc.stdout, last
 
 
@@ -89,8 +89,9 @@ def test_growth_benchmark_runs_at_a_tiny_size() -> None:
     code, out, last = growth(12)
     assert code == 0
     assert "Iceberg growth: 200 rows a pass" in out
-    # One snapshot and one live data file per pass: the footprint it measures is real.
+    # One live data file per pass: the footprint it measures is real.
     assert sum(last["table"]["data_files_per_day"].values()) == 12
+    assert last["table"]["snapshots"] <= 12
     assert last["blob_root"]["files"] >= 12
 
 
@@ -98,3 +99,5 @@ def test_old_metadata_files_are_removed_after_100_versions() -> None:
     *_, last = growth(110)
     # 111 versions written (the create and 110 commits); the newest 100 and the current stay.
     assert last["table"]["metadata_json"] == 101
+    # Hourly maintenance (every 12 passes of data) keeps the newest 10 snapshots.
+    assert last["table"]["snapshots"] <= 10 + 12
