@@ -182,3 +182,34 @@ def test_a_writer_that_loses_the_race_to_create_the_catalog_tables_uses_the_winn
     assert lost == [True]
     assert catalog.list_namespaces() == []
     catalog.engine.dispose()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("maintenance", "key", "says"),
+    [
+        ({"schedule": "hourly"}, "maintenance.schedule", "must have 5 fields"),
+        ({"schedule": "61 * * * *"}, "maintenance.schedule", "not a valid cron expression"),
+        ({"keep_snapshots": 0}, "maintenance.keep_snapshots", "must be positive"),
+        ({"keep_for": -1}, "maintenance.keep_for", "must not be negative"),
+        ({"keep_snaphots": 5}, "config.maintenance", "extra fields found (keep_snaphots)"),
+    ],
+)
+def test_maintenance_keys_are_checked_by_name(
+    tmp_path: Path, maintenance: dict[str, Any], key: str, says: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        hypaware.resolve(sink_config(tmp_path, maintenance=maintenance))
+    text = str(info.value)
+    assert key in text and says in text, text
+
+
+def test_maintenance_defaults(tmp_path: Path) -> None:
+    plan = _resolve(tmp_path)
+    assert plan.writer is not None
+    maint = plan.writer.config.maintenance
+    assert (maint.enabled, maint.schedule, maint.keep_snapshots, maint.keep_for) == (
+        True,
+        "0 * * * *",
+        10,
+        3600.0,
+    )
