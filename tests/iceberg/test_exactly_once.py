@@ -354,13 +354,15 @@ async def test_a_late_attempt_keeps_the_files_of_its_own_landed_attempt_once_exp
     landed: list[Any] = []
 
     def the_same_batch_lands_first(*args: Any, **kwargs: Any) -> Any:
-        if not landed:
-            landed.append(next_attempt.table.write_batch_sync(batch("b-9", parts)))  # type: ignore[attr-defined]
+        if not landed:  # the late attempt's commit; the other's own passes straight on
+            landed.append(None)
+            landed[0] = next_attempt.table.write_batch_sync(batch("b-9", parts))  # type: ignore[attr-defined]
         return step(*args, **kwargs)
 
     monkeypatch.setattr(table_format, "commit_files", the_same_batch_lands_first)
     monkeypatch.setattr(table_format, "find_commit", lambda *a, **k: None)
     result = late.table.write_batch_sync(batch("b-9", parts))  # type: ignore[attr-defined]
+    assert not landed[0].retry_partitions, landed[0].retry_partitions[0].reason
     assert set(result.exported) == {p.id for p in parts} and not result.retry_partitions
     table = late.table.load_table(DATASET)  # type: ignore[attr-defined]
     assert table.scan().to_arrow().num_rows == 24
