@@ -63,6 +63,10 @@ class CacheReads(CacheDirectory):
     # corrupt, by path (as a string: listing hashes every name on every pass).
     _segments: dict[str, Segment]
     _bad: set[str]
+    # The `PartitionRef` made for each segment, with the dataset description
+    # and segment it was made from: every pass of every sink lists every
+    # sealed partition (its ledger), and building them again was most of it.
+    _refs: dict[str, tuple[DatasetInfo, Segment, PartitionRef]]
 
     def ready_partitions(self, dataset: str, *, after: int = 0) -> Sequence[PartitionRef]:
         info = self.dataset(dataset)
@@ -94,10 +98,16 @@ class CacheReads(CacheDirectory):
             for _seq, entry in fresh:
                 if entry in hints:
                     self._segment(sealed / entry, hint=hints[entry])
+        refs = self._refs
         for _seq, entry in found:
-            segment = self._segments.get(base + entry)
-            if segment is not None:
-                out.append(self._ref(info, segment))
+            key = base + entry
+            segment = self._segments.get(key)
+            if segment is None:
+                continue
+            made = refs.get(key)
+            if made is None or made[0] is not info or made[1] is not segment:
+                made = refs[key] = (info, segment, self._ref(info, segment))
+            out.append(made[2])
         return out
 
     def _index_hints(

@@ -91,6 +91,7 @@ class CacheRetention(CacheReads):
                 )
                 continue
             self._segments.pop(str(seg.path), None)
+            self._refs.pop(str(seg.path), None)
             touched.add(ds)
             self.stats.dropped_partitions += 1
             dropped.append(f"{ds}/{seg.id}")

@@ -3,6 +3,9 @@ every name finds."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from pathlib import Path
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -57,3 +60,25 @@ def test_old_segments_are_passed_over_and_new_ones_and_indexes_found() -> None:
     found, indexes = sealed_names(entries, after=5, pending=9)
     assert found == [(6, "000000000006-c.arrow")]
     assert indexes == [".index-000000000001-000000000006.json"]
+
+
+def test_a_listing_hands_back_the_refs_it_made_before_until_they_are_dropped(
+    tmp_path: Path,
+) -> None:
+    from datetime import timedelta
+
+    from tests.driver.helpers import make_cache
+
+    clock = [datetime(2026, 1, 1, tzinfo=UTC)]
+    cache = make_cache(tmp_path / "c", count=5, clock=lambda: clock[0])
+    first = cache.ready_partitions("events")
+    again = cache.ready_partitions("events")
+    assert [a is b for a, b in zip(first, again, strict=True)] == [True] * len(first)
+    assert again[0].open().read_all().num_rows == first[0].row_count
+
+    # Dropped by retention: its ref goes with it.
+    cache.retention = timedelta(hours=1)
+    clock[0] += timedelta(days=1)
+    cache.enforce_retention({})
+    assert cache.ready_partitions("events") == []
+    assert cache._refs == {}
