@@ -45,7 +45,7 @@ from pyiceberg.table import FileScanTask
 
 from hypaware.iceberg import layout
 from hypaware.iceberg.catalog import IcebergError
-from hypaware.iceberg.commit import drop_unlisted_manifests
+from hypaware.iceberg.commit import SUMMARY_DAYS, SUMMARY_SINK, drop_unlisted_manifests
 from hypaware.iceberg.datafiles import DataFileWriter, WrittenFile
 from hypaware.iceberg.schema import write_schema
 
@@ -80,10 +80,6 @@ class Bin:
     @property
     def rows(self) -> int:
         return sum(f.record_count for f in self.files)
-
-    @property
-    def size(self) -> int:
-        return sum(f.file_size_in_bytes for f in self.files)
 
 
 def live_files(table: Table) -> list[DataFile]:
@@ -133,7 +129,7 @@ def plan_compaction(
 
 def is_compaction_output(path: str, sink: str) -> bool:
     name = path.rsplit("/", 1)[-1]
-    return name.startswith(_safe(sink) + COMPACT_MARK) and name.endswith(".parquet")
+    return name.startswith(layout.safe_sink(sink) + COMPACT_MARK) and name.endswith(".parquet")
 
 
 def compact_bin(
@@ -191,7 +187,7 @@ def _write(
 ) -> list[WrittenFile]:
     base = table.location().rstrip("/")
     directory = f"{base}/{layout.day_directory(dataset.time_column, bin.day)}"
-    stem = f"{_safe(sink)}{COMPACT_MARK}{uuid.uuid4().hex}"
+    stem = f"{layout.safe_sink(sink)}{COMPACT_MARK}{uuid.uuid4().hex}"
     written: list[WrittenFile] = []
     try:
         for rows in layout.plan_days(data, dataset.time_column, dataset.lookup_key):
@@ -211,8 +207,8 @@ def _write(
 def _commit(table: Table, bin: Bin, data_files: Sequence[DataFile], sink: str) -> None:
     props: dict[str, Any] = {
         SUMMARY_MAINTENANCE: "compact",
-        "hypaware.sink": sink,
-        "hypaware.days": layout.day_label(bin.day),
+        SUMMARY_SINK: sink,
+        SUMMARY_DAYS: layout.day_label(bin.day),
         "hypaware.replaced-files": str(len(bin.files)),
     }
     # An overwrite that names the files it deletes: pyiceberg checks, on every
@@ -227,7 +223,3 @@ def _commit(table: Table, bin: Bin, data_files: Sequence[DataFile], sink: str) -
         for f in data_files:
             rewrite.append_data_file(f)
     drop_unlisted_manifests(table, rewrite)
-
-
-def _safe(sink: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in sink)[:40]

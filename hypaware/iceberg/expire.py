@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from pyiceberg.manifest import ManifestEntryStatus
 
-from hypaware.iceberg.record import SUMMARY_RECORD, _ancestry
+from hypaware.iceberg.commit import SUMMARY_BATCH_ID
+from hypaware.iceberg.record import SUMMARY_RECORD, _ancestry, read_record
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -49,7 +50,6 @@ __all__ = [
 
 log = logging.getLogger("hypaware.iceberg.table_format")
 
-_BATCH_ID = "hypaware.batch-id"
 # A batch begun before the table had a record is looked up by its batch id
 # (`hypaware.iceberg.table_format._begun_before`): a week is far longer than
 # any batch stays pending.
@@ -72,18 +72,16 @@ def plan_expiry(table: Table, *, keep_snapshots: int, keep_for_ms: int, now_ms: 
     newest = sorted(snapshots, key=lambda s: (s.timestamp_ms, s.sequence_number), reverse=True)
     keep.update(s.snapshot_id for s in newest[: max(keep_snapshots, 1)])
     keep.update(s.snapshot_id for s in snapshots if s.timestamp_ms >= now_ms - keep_for_ms)
-    since: int | None = None
+    record = read_record(table, "snapshot expiry")
     for snapshot in _ancestry(snapshots, metadata.current_snapshot_id):
         keep.add(snapshot.snapshot_id)
-        raw = _extra(snapshot).get(SUMMARY_RECORD)
-        if raw is not None:
-            since = _since(raw)
+        if snapshot.snapshot_id == record.snapshot_id:
             break
-    if since is None or since > now_ms - LEGACY_GRACE_MS:
+    if record.since is None or record.since > now_ms - LEGACY_GRACE_MS:
         keep.update(
             s.snapshot_id
             for s in snapshots
-            if _BATCH_ID in _extra(s) and SUMMARY_RECORD not in _extra(s)
+            if SUMMARY_BATCH_ID in _extra(s) and SUMMARY_RECORD not in _extra(s)
         )
     expire = frozenset(s.snapshot_id for s in snapshots if s.snapshot_id not in keep)
     return ExpiryPlan(expire=expire, keep=frozenset(keep) - expire)
@@ -156,14 +154,3 @@ def delete_unreachable(
 
 def _extra(snapshot: Any) -> dict[str, Any]:
     return snapshot.summary.additional_properties if snapshot.summary else {}
-
-
-def _since(raw: str) -> int | None:
-    import json
-
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        return None
-    since = body.get("since") if isinstance(body, dict) else None
-    return since if isinstance(since, int) else None

@@ -424,8 +424,12 @@ def data_file_stem(sink: str, dataset: str, digest: str) -> str:
     own leftovers instead of adding files.
     """
     h = hashlib.sha256(f"{sink}\0{dataset}\0{digest}".encode()).hexdigest()[:20]
-    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in sink)[:40]
-    return f"{safe}-{h}"
+    return f"{safe_sink(sink)}-{h}"
+
+
+def safe_sink(sink: str) -> str:
+    """The sink's name as data file names start with: letters, digits, ``-`` and ``_``."""
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in sink)[:40]
 
 
 def data_file_name(stem: str, index: int) -> str:

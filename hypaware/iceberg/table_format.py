@@ -244,10 +244,7 @@ class IcebergTableFormat:
         commit conflict or a locked catalog (from this thread).
         """
         what = self._what(batch.dataset.name)
-        with self._lock:
-            if self._closed:
-                raise SinkClosedError(f"sink {self.sink!r} is closed")
-            self._writes += 1
+        self._write_started()
         try:
             return self._write(batch, what, on_wait)
         except IcebergError as exc:
@@ -264,6 +261,13 @@ class IcebergTableFormat:
             return ExportResult.failed(batch, f"{what}: {_brief(exc)}")
         finally:
             self._write_ended()
+
+    def _write_started(self) -> None:
+        """Count a write (or maintenance run) in; `_write_ended` counts it out."""
+        with self._lock:
+            if self._closed:
+                raise SinkClosedError(f"sink {self.sink!r} is closed")
+            self._writes += 1
 
     def _write_ended(self) -> None:
         with self._lock:
@@ -445,10 +449,7 @@ class IcebergTableFormat:
         the result's `errors`, never raised (but for a closed sink).
         """
         what = self._what(dataset.name)
-        with self._lock:
-            if self._closed:
-                raise SinkClosedError(f"sink {self.sink!r} is closed")
-            self._writes += 1
+        self._write_started()
         try:
             try:
                 table = self.load_table(dataset, create=False)

@@ -16,23 +16,13 @@ from hypaware.cli import main
 from hypaware.cli.status import collect_status
 from hypaware.export.observer import CountingObserver
 from hypaware.iceberg.compact import live_files
+from tests.driver.helpers import ManualClock
 
 pytestmark = pytest.mark.iceberg
 
 SCHEMA = pa.schema([("ts", pa.timestamp("us", tz="UTC")), ("k", pa.string()), ("n", pa.int64())])
 INFO = DatasetInfo(name="events", schema=SCHEMA, time_column="ts", lookup_key="k")
 T0 = datetime(2026, 5, 1, 20, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.at = T0
-
-    def now(self) -> datetime:
-        return self.at
-
-    async def sleep(self, seconds: float) -> None:
-        self.at += timedelta(seconds=seconds)
 
 
 def _document(root: Path, **maintenance: Any) -> dict[str, Any]:
@@ -65,7 +55,7 @@ async def test_the_driver_maintains_on_the_schedule_and_says_so(tmp_path: Path) 
     (tmp_path / "hypaware.json").write_text(json.dumps(document))
     cache = LocalCache(tmp_path / "cache", retention=None, fsync=False)
     cache.define_dataset(INFO)
-    clock = Clock()
+    clock = ManualClock(T0)
     observer = CountingObserver()
     driver = ExportDriver.from_config(
         load_config(document), cache=cache, clock=clock, observer=observer
@@ -74,12 +64,12 @@ async def test_the_driver_maintains_on_the_schedule_and_says_so(tmp_path: Path) 
     try:
         # A pass every 30 minutes from 20:00 to 02:30: day one closes at midnight.
         for i in range(14):
-            cache.append("events", _rows(clock.at - timedelta(minutes=20), 10 * i))
+            cache.append("events", _rows(clock.t - timedelta(minutes=20), 10 * i))
             cache.seal()
             report = await driver.run_once(backfill=i == 0)
             assert report.ok, report.errors
             maintained.append(report.sinks["lake"].maintenance)
-            clock.at += timedelta(minutes=30)
+            clock.t += timedelta(minutes=30)
         table = driver.sink("lake").table.load_table(INFO)  # type: ignore[attr-defined]
     finally:
         await driver.close()
