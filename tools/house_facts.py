@@ -85,7 +85,7 @@ def measure(limit: int) -> dict[str, Any]:
                 row = {
                     "where": f"{rel}:{node.lineno}",
                     "call": callee,
-                    "name": attr.value if literal else ast.unparse(attr),  # type: ignore[union-attr]
+                    "name": ast.literal_eval(attr) if literal else ast.unparse(attr),
                     "literal": literal,
                 }
                 probes.append(row)
