@@ -110,7 +110,7 @@ class LocalCache(CacheWrites, CacheRetention):
         self._clock = clock or (lambda: datetime.now(UTC))
         self._infos = {}
         self._segments = {}
-        self._refs = {}
+        self._listings = {}
         self._bad = set()
         self._warned_missing = False
         self._identity: str | None = None

@@ -16,12 +16,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import attrs
 
 from hypaware.cache.index import INDEX_NAME, covers, read_index
 from hypaware.cache.layout import (
@@ -32,6 +31,7 @@ from hypaware.cache.layout import (
     CacheDirectory,
     log,
 )
+from hypaware.cache.listing import SealedListing, Segment
 from hypaware.core.errors import CacheError
 from hypaware.core.types import DatasetInfo, PartitionRef
 from hypaware.core.workers import cores, map_bounded
@@ -42,35 +42,20 @@ if TYPE_CHECKING:
 __all__ = ["CacheReads", "Segment", "sealed_names"]
 
 
-@attrs.frozen
-class Segment:
-    """One sealed segment file, as its name, size and footer describe it."""
-
-    seq: int
-    id: str
-    path: Path
-    row_count: int
-    byte_size: int
-    min_time: datetime | None
-    max_time: datetime | None
-    sealed_at: datetime
-
-
 class CacheReads(CacheDirectory):
     """Listing sealed partitions and opening them (part of `LocalCache`)."""
 
     # Set by `LocalCache.__init__`: segments described so far and those found
-    # corrupt, by path (as a string: listing hashes every name on every pass).
+    # corrupt, by path (as a string: listing hashes every name on every pass),
+    # and each dataset's sealed directory as last listed.
     _segments: dict[str, Segment]
     _bad: set[str]
-    # The `PartitionRef` made for each segment, with the dataset description
-    # and segment it was made from: every pass of every sink lists every
-    # sealed partition (its ledger), and building them again was most of it.
-    _refs: dict[str, tuple[DatasetInfo, Segment, PartitionRef]]
+    _listings: dict[str, SealedListing]
 
     def ready_partitions(self, dataset: str, *, after: int = 0) -> Sequence[PartitionRef]:
         info = self.dataset(dataset)
         directory = self.path / dataset
+        # The sealing directory first: a seal under way hides its seqs and all above.
         pending: int | None = None
         with contextlib.suppress(FileNotFoundError):
             for entry in os.listdir(directory / "sealing"):
@@ -78,37 +63,72 @@ class CacheReads(CacheDirectory):
                 if m:
                     seq = int(m.group(1))
                     pending = seq if pending is None else min(pending, seq)
-        try:
-            entries = os.listdir(directory / "sealed")
-        except FileNotFoundError:
+        listing = self._sealed_listing(dataset, info, pending)
+        if listing is None:
             return []
+        with listing.lock:
+            return listing.between(after, pending)
+
+    def _sealed_listing(
+        self, dataset: str, info: DatasetInfo, pending: int | None
+    ) -> SealedListing | None:
+        """The dataset's listing, up to date with its sealed directory (None: no directory)."""
+        sealed = self.path / dataset / "sealed"
+        try:
+            entries = os.listdir(sealed)
+        except FileNotFoundError:
+            self._listings.pop(dataset, None)
+            return None
         except OSError as exc:
             raise CacheError(f"cannot list sealed partitions of {dataset!r}: {exc}") from exc
-        found, indexes = sealed_names(entries, after, pending)
-        out = []
-        sealed = directory / "sealed"
+        listing = self._listings.get(dataset)
+        if listing is None:
+            listing = self._listings[dataset] = SealedListing()
+        with listing.lock:
+            listing.listed_at = time.monotonic()
+            added, removed = listing.changes(entries)
+            base = f"{sealed}{os.sep}"
+            if removed:
+                for gone in listing.forget(removed):
+                    self._segments.pop(str(gone.path), None)
+                self._bad.difference_update(base + name for name in removed)
+            new: list[Segment] = []
+            if added:
+                new = self._take_in(listing, sealed, added, pending)
+            listing.add(new, info, self._ref)
+        return listing
+
+    def _take_in(
+        self, listing: SealedListing, sealed: Path, added: set[str], pending: int | None
+    ) -> list[Segment]:
+        """Describe the `added` names' segments; mark the names handled that need no retry."""
+        found, indexes = sealed_names(added, -1)
+        listing.indexes.update(indexes)
+        # A seal under way may still be renaming its segments into place: they are
+        # taken in once it is done, with its index to describe them.
+        later = {e for seq, e in found if pending is not None and seq >= pending}
+        fresh = [(seq, e) for seq, e in found if e not in later]
+        fresh.sort()
         base = f"{sealed}{os.sep}"
-        found.sort()
-        fresh = [(seq, e) for seq, e in found if base + e not in self._segments]
-        if fresh:
-            hints = self._index_hints(sealed, indexes, fresh)
+        todo = [(seq, e) for seq, e in fresh if base + e not in self._segments]
+        if todo:
+            hints = self._index_hints(sealed, sorted(listing.indexes), todo)
             # Segments no index describes have their own metadata read, on every core.
-            unhinted = [sealed / e for _seq, e in fresh if e not in hints]
+            unhinted = [sealed / e for _seq, e in todo if e not in hints]
             map_bounded(self._segment, unhinted, workers=cores())
-            for _seq, entry in fresh:
+            for _seq, entry in todo:
                 if entry in hints:
                     self._segment(sealed / entry, hint=hints[entry])
-        refs = self._refs
-        for _seq, entry in found:
-            key = base + entry
-            segment = self._segments.get(key)
-            if segment is None:
-                continue
-            made = refs.get(key)
-            if made is None or made[0] is not info or made[1] is not segment:
-                made = refs[key] = (info, segment, self._ref(info, segment))
-            out.append(made[2])
-        return out
+        new: list[Segment] = []
+        retry: set[str] = set(later)
+        for _seq, entry in fresh:
+            segment = self._segments.get(base + entry)
+            if segment is not None:
+                new.append(segment)
+            elif base + entry not in self._bad:
+                retry.add(entry)  # gone, or not readable yet: the next listing says
+        listing.names.update(added - retry)
+        return new
 
     def _index_hints(
         self, sealed: Path, indexes: list[str], fresh: list[tuple[int, str]]

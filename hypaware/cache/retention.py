@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -15,6 +16,9 @@ from hypaware.cache.reads import CacheReads, Segment
 from hypaware.core.errors import CacheError
 
 __all__ = ["CacheRetention"]
+
+# How old (in seconds) a listing retention takes instead of listing again may be.
+_RECENT = 1.0
 
 
 class CacheRetention(CacheReads):
@@ -28,6 +32,8 @@ class CacheRetention(CacheReads):
     def enforce_retention(
         self, floors: Mapping[str, ExportFloor], *, now: datetime | None = None
     ) -> RetentionReport:
+        if self.retention is None and self.max_bytes is None and self.max_age is None:
+            return RetentionReport((), (), 0)
         now = now or self._clock()
         infos = {info.name: info for info in self.datasets()}
 
@@ -91,7 +97,6 @@ class CacheRetention(CacheReads):
                 )
                 continue
             self._segments.pop(str(seg.path), None)
-            self._refs.pop(str(seg.path), None)
             touched.add(ds)
             self.stats.dropped_partitions += 1
             dropped.append(f"{ds}/{seg.id}")
@@ -119,22 +124,16 @@ class CacheRetention(CacheReads):
         return RetentionReport(tuple(dropped), tuple(forced), freed)
 
     def _all_segments(self, dataset: str) -> list[Segment]:
-        sealed = self.path / dataset / "sealed"
-        try:
-            entries = sorted(os.listdir(sealed))
-        except OSError:
+        # The listing the read path keeps, taken again unless the pass just took it: one
+        # a moment old lacks at most a seal too young to drop, and names a segment gone
+        # since only to find it gone.
+        listing = self._listings.get(dataset)
+        if listing is None or time.monotonic() - listing.listed_at > _RECENT:
+            listing = self._sealed_listing(dataset, self.dataset(dataset), None)
+        if listing is None:
             return []
-        out = []
-        base = f"{sealed}{os.sep}"
-        known = self._segments
-        # Every pass walks every segment: a known one costs a string join and a lookup.
-        for entry in entries:
-            seg = known.get(base + entry)
-            if seg is None and SEGMENT_NAME.match(entry):
-                seg = self._segment(sealed / entry)
-            if seg is not None:
-                out.append(seg)
-        return out
+        with listing.lock:
+            return list(listing.segments)
 
     def _drop_stale_indexes(self, dataset: str) -> None:
         """Remove the seal indexes of `dataset` none of whose segments is left."""

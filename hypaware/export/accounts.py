@@ -17,11 +17,14 @@ of the partition, so a partition the store lost track of cannot hide in
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
 from hypaware.cache.protocol import Cache
+from hypaware.core.types import PartitionRef
 from hypaware.export.state import ProgressStore
 
 __all__ = ["BUCKETS", "Bucket", "DatasetLedger", "dataset_ledger"]
@@ -37,6 +40,10 @@ class Bucket:
     def add(self, rows: int) -> None:
         self.partitions += 1
         self.rows += rows
+
+    def merge(self, other: Bucket) -> None:
+        self.partitions += other.partitions
+        self.rows += other.rows
 
 
 @attrs.define
@@ -82,6 +89,7 @@ def dataset_ledger(
     dataset: str,
     *,
     replaced: bool | None = None,
+    sealed: Sequence[PartitionRef] | None = None,
 ) -> DatasetLedger:
     """Account for every sealed partition of `dataset` in `cache` for `sink`.
 
@@ -92,17 +100,21 @@ def dataset_ledger(
     partition is pending. None (the default) compares the store's tracked
     identity with `cache.identity`; a caller that must not make a cache's
     identity file (a read-only `status`) works it out itself and says.
+
+    `sealed`: the partitions to account for, as `cache.ready_partitions`
+    listed them (by seq), when the caller has that listing already; by
+    default the cache is listed.
     """
     if replaced is None:
         # A host's cache may have no identity (the driver then binds a stand-in).
         identity = getattr(cache, "identity", None)
         tracked = state.cache_identity()
         replaced = identity is not None and tracked is not None and tracked != identity
-    ledger = DatasetLedger()
+    if sealed is None:
+        sealed = cache.ready_partitions(dataset)
+    ledger = DatasetLedger(sealed=_bucket(sealed))
     if replaced:
-        for part in cache.ready_partitions(dataset):
-            ledger.sealed.add(part.row_count)
-            ledger.pending.add(part.row_count)
+        ledger.pending = _bucket(sealed)
         return ledger
     high_water = state.high_water(sink, dataset)
     point = state.start_point(sink, dataset)
@@ -112,17 +124,36 @@ def dataset_ledger(
     flying = {pid for f in state.in_flight(sink) if f.dataset == dataset for pid in f.partition_ids}
     parked = {p.partition_id for p in state.parked(sink, dataset)}
     respooled = {e.partition_id for e in state.respooled(sink, dataset)}
-    for part in cache.ready_partitions(dataset):
-        rows = part.row_count
-        ledger.sealed.add(rows)
+    # The few partitions the store names are bucketed one by one; the rest by seq
+    # ranges of the listing (a week of partitions is thousands).
+    named = flying | parked | respooled
+    plain = [p for p in sealed if p.id not in named] if named else sealed
+    for part in sealed if named else ():
         if part.id in flying:
-            ledger.in_flight.add(rows)
+            ledger.in_flight.add(part.row_count)
         elif part.id in parked:
-            ledger.parked.add(rows)
-        elif part.id in respooled or high_water is None or part.seq > high_water:
-            ledger.pending.add(rows)
-        elif point is not None and point.before(part.seq):
-            ledger.before_start.add(rows)
-        else:
-            ledger.exported.add(rows)
+            ledger.parked.add(part.row_count)
+        elif part.id in respooled:
+            ledger.pending.add(part.row_count)
+    if high_water is None:
+        ledger.pending.merge(_bucket(plain))
+        return ledger
+    done = bisect.bisect_right(plain, high_water, key=_seq)
+    ledger.pending.merge(_bucket(plain[done:]))
+    if point is None:
+        ledger.exported.merge(_bucket(plain[:done]))
+        return ledger
+    lo = bisect.bisect_right(plain, point.backfill_hw, key=_seq, hi=done)
+    hi = max(lo, bisect.bisect_right(plain, point.start_seq, key=_seq, hi=done))
+    ledger.before_start.merge(_bucket(plain[lo:hi]))
+    ledger.exported.merge(_bucket(plain[:lo]))
+    ledger.exported.merge(_bucket(plain[hi:done]))
     return ledger
+
+
+def _bucket(parts: Sequence[PartitionRef]) -> Bucket:
+    return Bucket(len(parts), sum(p.row_count for p in parts))
+
+
+def _seq(part: PartitionRef) -> int:
+    return part.seq

@@ -12,6 +12,7 @@ advances progress, the rest is respooled for the next slot.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import fcntl
 import functools
@@ -279,13 +280,17 @@ class Exporter:
         skip = {p.id for p in retry_refs} | {p for d, p in held if d == info.name}
         if backfill:
             await self._backfill(runner, sink, info, skip, report)
-        fresh = self.cache.ready_partitions(info.name, after=high_water)
+        # One listing serves the pass: what it sends, and its lag and ledger after.
+        sealed = self.cache.ready_partitions(info.name)
+        fresh = sealed[bisect.bisect_right(sealed, high_water, key=_seq) :]
         parts = retry_refs + [p for p in fresh if p.id not in skip]
         sent = self.state.sent_seq(name, info.name)
         await self._send_groups(runner, sink, info, parts, report, backfill=False, sent_before=sent)
-        self._report_lag(name, info, report)
+        self._report_lag(name, info, sealed, report)
         # A driver's store is bound to its cache: nothing in it is another's.
-        ledger = dataset_ledger(self.cache, self.state, name, info.name, replaced=False)
+        ledger = dataset_ledger(
+            self.cache, self.state, name, info.name, replaced=False, sealed=sealed
+        )
         report.ledger[info.name] = ledger.as_dict()
 
     async def _backfill(
@@ -644,9 +649,12 @@ class Exporter:
                 [r.reason for r in parked_now],
             )
 
-    def _report_lag(self, sink: str, info: DatasetInfo, report: SinkReport) -> None:
+    def _report_lag(
+        self, sink: str, info: DatasetInfo, sealed: Sequence[PartitionRef], report: SinkReport
+    ) -> None:
+        """The partitions of the pass's listing `sealed` the sink has not exported yet."""
         high_water = self.state.high_water(sink, info.name) or 0
-        behind = list(self.cache.ready_partitions(info.name, after=high_water))
+        behind = sealed[bisect.bisect_right(sealed, high_water, key=_seq) :]
         waiting = [e.partition_id for e in self.state.respooled(sink, info.name)]
         waiting += [p.partition_id for p in self.state.parked(sink, info.name)]
         refs = [self.cache.partition(info.name, pid) for pid in waiting]
@@ -655,3 +663,7 @@ class Exporter:
         report.lag_partitions += partitions
         report.lag_rows += rows
         self._notify("lag", sink, info.name, partitions=partitions, rows=rows)
+
+
+def _seq(part: PartitionRef) -> int:
+    return part.seq
