@@ -30,6 +30,7 @@ from hypaware.core.config import HypawareConfig, SinkSpec
 from hypaware.core.contracts import MaintainedSink
 from hypaware.core.errors import CacheError, ConfigError, HypawareError, StateError
 from hypaware.core.types import MaintenanceReport
+from hypaware.export.fanout import ObserverFanout
 from hypaware.export.ledger import ParkedPartition
 from hypaware.export.maintenance import Maintainer
 from hypaware.export.observer import ExportObserver, NullObserver
@@ -102,16 +103,17 @@ class ExportDriver:
         self._stop = asyncio.Event()
         self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._observe = ObserverFanout(observers)
         self._exporter = Exporter(
             self.cache,
             self.state,
             stop=self._stop,
             locks_dir=self.state.state_dir / "locks",
             error=self._error,
-            notify=self._notify,
+            observe=self._observe,
             now=self.clock.now,
         )
-        self._maintainer = Maintainer(self.state, self.cache, self.clock.now, self._notify)
+        self._maintainer = Maintainer(self.state, self.cache, self.clock.now, self._observe)
 
     @classmethod
     def from_config(
@@ -417,13 +419,13 @@ class ExportDriver:
         """Bind the cache (once per driver) and fix new sinks' starts; the error, if any."""
         try:
             if self._exporter.binding is None:
-                self._exporter.binding = bind(self.cache, self.state, self._notify)
+                self._exporter.binding = bind(self.cache, self.state, self._observe)
             for name in names:
                 fix_start(
                     self.cache,
                     self.state,
                     self._runners[name],
-                    self._notify,
+                    self._observe,
                     backfill=backfill,
                     now=self.clock.now(),
                 )
@@ -449,7 +451,7 @@ class ExportDriver:
             when,
             extra={"sink": runner.name, "schedule": schedule, "next_slot": when},
         )
-        self._notify("sink_scheduled", runner.name, schedule, upcoming)
+        self._observe.sink_scheduled(runner.name, schedule, upcoming)
 
     async def _scheduled(self, runner: SinkRunner, backfill: bool) -> None:
         schedule = runner.spec.schedule
@@ -551,15 +553,4 @@ class ExportDriver:
         if report is not None:
             report.errors.append(message)
         log.error("%s", message, extra={"sink": sink})
-        self._notify("error", sink, message)
-
-    def _notify(self, method: str, *args: Any, **kwargs: Any) -> None:
-        for observer in self.observers:
-            # An observer written before a callback existed simply does not get it.
-            callback = getattr(observer, method, None)
-            if callback is None:
-                continue
-            try:
-                callback(*args, **kwargs)
-            except Exception:
-                log.exception("observer %r failed in %s", observer, method)
+        self._observe.error(sink, message)

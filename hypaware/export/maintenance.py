@@ -22,6 +22,7 @@ from hypaware.core.contracts import MaintainedSink
 from hypaware.core.errors import StateError
 from hypaware.core.schedule import next_fire
 from hypaware.core.types import MaintenanceReport
+from hypaware.export.fanout import ObserverFanout
 from hypaware.export.runner import describe_error
 
 if TYPE_CHECKING:
@@ -42,12 +43,12 @@ class Maintainer:
         state: ProgressStore,
         cache: Cache,
         now: Callable[[], datetime],
-        notify: Callable[..., None],
+        observe: ObserverFanout,
     ) -> None:
         self._state = state
         self._cache = cache
         self._now = now
-        self._notify = notify
+        self._observe = observe
         # (schedule, last run) -> when the next run is due: croniter is not cheap
         # enough to ask on every pass.
         self._next: dict[tuple[str, datetime], datetime] = {}
@@ -109,4 +110,4 @@ class Maintainer:
             report.seconds,
             extra={"sink": sink, "maintenance": body},
         )
-        self._notify("maintenance_finished", sink, report)
+        self._observe.maintenance_finished(sink, report)

@@ -36,6 +36,7 @@ from hypaware.core.types import (
     RequestEvent,
 )
 from hypaware.export.accounts import dataset_ledger
+from hypaware.export.fanout import ObserverFanout
 from hypaware.export.identity import check_sink
 from hypaware.export.reports import SinkReport, summarise
 from hypaware.export.runner import SinkRunner, call_on_loop, describe_error, group_batches
@@ -54,8 +55,8 @@ log = logging.getLogger("hypaware.export.driver")
 class Exporter:
     """Runs export passes for the sinks of one driver, against its cache and progress.
 
-    `error(sink, message, report)` and `notify(method, *args, **kwargs)` are
-    how the driver logs errors and tells its observer; `stop` is set when the
+    `error(sink, message, report)` is how the driver logs errors, and
+    `observe` tells its observers; `stop` is set when the
     driver closes, and a pass then stops between batches. `binding` is set by
     the driver (`hypaware.export.start.bind`) before the first pass.
     """
@@ -68,7 +69,7 @@ class Exporter:
         stop: asyncio.Event,
         locks_dir: Path,
         error: Callable[[str | None, str, SinkReport | None], None],
-        notify: Callable[..., None],
+        observe: ObserverFanout,
         now: Callable[[], datetime] | None = None,
     ) -> None:
         self.cache = cache
@@ -76,7 +77,7 @@ class Exporter:
         self._stop = stop
         self._locks_dir = locks_dir
         self._error = error
-        self._notify = notify
+        self._observe = observe
         self._now = now or functools.partial(datetime.now, UTC)
         self.binding: Binding | None = None
 
@@ -91,7 +92,7 @@ class Exporter:
         """
         report = SinkReport(runner.name)
         started = time.monotonic()
-        self._notify("pass_started", runner.name)
+        self._observe.pass_started(runner.name)
         async with runner.busy:
             if self.binding is None:
                 self._error(runner.name, "the export driver has not bound its cache", report)
@@ -133,7 +134,7 @@ class Exporter:
                 "errors": len(report.errors),
             },
         )
-        self._notify("pass_finished", runner.name, report)
+        self._observe.pass_finished(runner.name, report)
         return report
 
     def _waiting_out_halt(self, sink: str, report: SinkReport) -> bool:
@@ -205,7 +206,7 @@ class Exporter:
     async def _pass_locked(self, runner: SinkRunner, backfill: bool, report: SinkReport) -> None:
         try:
             fix_start(
-                self.cache, self.state, runner, self._notify, backfill=backfill, now=self._now()
+                self.cache, self.state, runner, self._observe, backfill=backfill, now=self._now()
             )
         except (CacheError, OSError) as exc:
             self._error(runner.name, f"cache cannot be read: {exc}", report)
@@ -386,7 +387,7 @@ class Exporter:
                 ", ".join(gone),
                 extra={"sink": sink, "dataset": info.name, "partitions": gone},
             )
-            self._notify("partitions_lost", sink, info.name, gone)
+            self._observe.partitions_lost(sink, info.name, gone)
             if forget:
                 self.state.forget_respooled(sink, info.name, gone)
         return refs
@@ -424,8 +425,7 @@ class Exporter:
 
         def on_retry_wait(seconds: float, cause: str) -> None:
             notify = functools.partial(
-                self._notify,
-                "retry_wait",
+                self._observe.retry_wait,
                 name,
                 info.name,
                 batch_id=batch_id,
@@ -436,14 +436,14 @@ class Exporter:
 
         def on_request(event: RequestEvent) -> None:
             notify = functools.partial(
-                self._notify, "request_finished", name, info.name, batch_id=batch_id, event=event
+                self._observe.request_finished, name, info.name, batch_id=batch_id, event=event
             )
             call_on_loop(loop, notify)
 
         opts = ExportOptions(
             attempt=attempt, timeout=timeout, on_retry_wait=on_retry_wait, on_request=on_request
         )
-        self._notify("batch_started", name, info.name, batch_id=batch_id, partitions=len(refs))
+        self._observe.batch_started(name, info.name, batch_id=batch_id, partitions=len(refs))
         started = time.monotonic()
         logged = False
         try:
@@ -508,8 +508,7 @@ class Exporter:
         if result.retry_partitions:
             self._failed(runner, info, flight.batch_id, result, report, logged=logged)
         self._judge_halt(name, result, report)
-        self._notify(
-            "batch_exported",
+        self._observe.batch_exported(
             name,
             info.name,
             batch_id=flight.batch_id,
@@ -543,7 +542,7 @@ class Exporter:
                     "next_try": halt.next_try.isoformat(),
                 },
             )
-            self._notify("sink_halted", name, fault.reason, halt.since, halt.next_try)
+            self._observe.sink_halted(name, fault.reason, halt.since, halt.next_try)
         elif result.exported:
             ended = self.state.resume(name)
             if ended is not None:
@@ -555,7 +554,7 @@ class Exporter:
                     ended.reason,
                     extra={"sink": name, "halted_since": ended.since.isoformat()},
                 )
-                self._notify("sink_resumed", name, ended.since, ended.attempts)
+                self._observe.sink_resumed(name, ended.since, ended.attempts)
 
     def _foreign_held(
         self, name: str, info: DatasetInfo, identity: str, ids: Sequence[str], report: SinkReport
@@ -582,7 +581,7 @@ class Exporter:
             },
         )
         report.notices.append(message)
-        self._notify("error", name, message)
+        self._observe.error(name, message)
 
     def _failed(
         self,
@@ -631,9 +630,8 @@ class Exporter:
         report.add_failures(failures)
         if not logged:  # a sink that raised was reported as an error already
             for failure in failures:
-                self._notify("error", name, failure.describe())
-        self._notify(
-            "partitions_retried",
+                self._observe.error(name, failure.describe())
+        self._observe.partitions_retried(
             name,
             info.name,
             [r.partition_id for r in result.retry_partitions],
@@ -641,8 +639,7 @@ class Exporter:
         )
         if parked:
             parked_now = [r for r in result.retry_partitions if r.partition_id in parked]
-            self._notify(
-                "partitions_parked",
+            self._observe.partitions_parked(
                 name,
                 info.name,
                 [r.partition_id for r in parked_now],
@@ -662,7 +659,7 @@ class Exporter:
         rows = sum(p.row_count for p in behind) + sum(r.row_count for r in refs if r)
         report.lag_partitions += partitions
         report.lag_rows += rows
-        self._notify("lag", sink, info.name, partitions=partitions, rows=rows)
+        self._observe.lag(sink, info.name, partitions=partitions, rows=rows)
 
 
 def _seq(part: PartitionRef) -> int:

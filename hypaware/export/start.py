@@ -26,9 +26,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any
 
 import attrs
 
@@ -36,6 +34,7 @@ from hypaware.cache.identity import check_identity, new_identity
 from hypaware.cache.protocol import Cache
 from hypaware.core.errors import StateError
 from hypaware.export.binding import CacheChange
+from hypaware.export.fanout import ObserverFanout
 from hypaware.export.identity import check_sink
 from hypaware.export.runner import SinkRunner
 from hypaware.export.state import ProgressStore
@@ -73,11 +72,11 @@ class Binding:
         return out
 
 
-def bind(cache: Cache, state: ProgressStore, notify: Callable[..., None]) -> Binding:
+def bind(cache: Cache, state: ProgressStore, observe: ObserverFanout) -> Binding:
     """Bind `state` to `cache` (see the module doc). Raises `CacheError` or `StateError`."""
     lock = _lock(state)
     try:
-        binding = _bind(cache, state, notify, lock)
+        binding = _bind(cache, state, observe, lock)
     except BaseException:
         os.close(lock)
         raise
@@ -102,7 +101,7 @@ def _lock(state: ProgressStore) -> int:
     return fd
 
 
-def _bind(cache: Cache, state: ProgressStore, notify: Callable[..., None], lock: int) -> Binding:
+def _bind(cache: Cache, state: ProgressStore, observe: ObserverFanout, lock: int) -> Binding:
     raw = getattr(cache, "identity", None)
     standin = raw is None
     if standin:
@@ -141,7 +140,7 @@ def _bind(cache: Cache, state: ProgressStore, notify: Callable[..., None], lock:
                 "archived_partitions": change.lost,
             },
         )
-        notify("error", None, change.describe())
+        observe.error(None, change.describe())
     return Binding(identity, standin, change, lock)
 
 
@@ -149,7 +148,7 @@ def fix_start(
     cache: Cache,
     state: ProgressStore,
     runner: SinkRunner,
-    notify: Callable[..., Any],
+    observe: ObserverFanout,
     *,
     backfill: bool = False,
     now: datetime | None = None,
@@ -214,8 +213,7 @@ def fix_start(
             )
         else:
             log.info("sink %s starts dataset %s at its beginning", name, info.name, extra=extra)
-        notify(
-            "dataset_started",
+        observe.dataset_started(
             name,
             info.name,
             high_water=start,
