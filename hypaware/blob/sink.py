@@ -45,7 +45,7 @@ from hypaware.blob.day_passes import DayFeed, time_column_problem
 from hypaware.blob.file_writer import FileWriter, PartitionFailed, SinkClosing, WrittenFiles
 from hypaware.blob.layout import batch_stem
 from hypaware.blob.receipts import Receipt, ReceiptError, day_prefixes, receipt_path
-from hypaware.core.contracts import AsyncClosing, BlobStore, Encoder
+from hypaware.core.contracts import AsyncClosing, BlobStore, Encoder, NamedStore
 from hypaware.core.errors import (
     EncodeError,
     NotFoundError,
@@ -103,14 +103,14 @@ class BlobSink(FileWriter, AsyncClosing):
     @property
     def destination(self) -> str:
         """The store as named in messages (no credentials)."""
-        label = getattr(self.store, "label", None)
-        return str(label) if label else repr(self.store)
+        store = self.store
+        return store.label if isinstance(store, NamedStore) and store.label else repr(store)
 
     @property
     def location(self) -> str:
         """Where the files go, as the batch index scopes acknowledgements (a URL, no secrets)."""
-        url = getattr(self.store, "url", None)
-        return str(url) if url else self.destination
+        store = self.store
+        return store.url if isinstance(store, NamedStore) and store.url else self.destination
 
     def __repr__(self) -> str:
         return f"BlobSink({self.name!r}, {self.store!r}, {self.encoder!r})"

@@ -23,7 +23,7 @@ from hypaware.core.types import ObjectMeta
 if TYPE_CHECKING:
     from obstore.store import ObjectStore
 
-__all__ = ["DEFAULT_CHUNK_SIZE", "ObstoreBlobStore", "describe_store_url"]
+__all__ = ["DEFAULT_CHUNK_SIZE", "ObstoreBlobStore", "describe_store_url", "location_url"]
 
 # S3 refuses multipart parts under 5 MiB (except the last); 8 MiB keeps the
 # part count of a 1 GiB object near 128 while bounding what one put buffers.
@@ -34,26 +34,59 @@ MIN_REMOTE_CHUNK_SIZE = 5 * 1024 * 1024
 LOCAL_CHUNK_SIZE = 2 * 1024 * 1024
 MIN_CHUNK_SIZE = 1024 * 1024
 DEFAULT_MAX_CONCURRENCY = 8
-_LOCAL_KINDS = frozenset({"LocalStore", "MemoryStore"})
 
 _BytesLike = bytes | bytearray | memoryview
 
 
-def describe_store_url(store: Any) -> str:
+def describe_store_url(store: ObjectStore) -> str:
     """A URL naming the store's root, without credentials (``s3://bucket``, ``file:///dir``)."""
-    kind = type(store).__name__
-    config = getattr(store, "config", None) or {}
-    if kind == "S3Store":
-        return f"s3://{config.get('bucket', '')}"
-    if kind == "GCSStore":
-        return f"gs://{config.get('bucket', '')}"
-    if kind == "AzureStore":
-        return f"az://{config.get('container_name', '')}"
-    if kind == "LocalStore":
-        return f"file://{getattr(store, 'prefix', '') or ''}"
-    if kind == "MemoryStore":
+    from obstore.store import AzureStore, GCSStore, LocalStore, MemoryStore, S3Store
+
+    if isinstance(store, S3Store):
+        return f"s3://{store.config.get('bucket', '')}"
+    if isinstance(store, GCSStore):
+        return f"gs://{store.config.get('bucket', '')}"
+    if isinstance(store, AzureStore):
+        return f"az://{store.config.get('container_name', '')}"
+    if isinstance(store, LocalStore):
+        return f"file://{store.prefix or ''}"
+    if isinstance(store, MemoryStore):
         return "memory://"
-    return f"{kind}://"
+    return f"{type(store).__name__}://"
+
+
+def location_url(store: ObjectStore) -> str | None:
+    """The URL Iceberg engines use for the root of an obstore store (None: no such URL).
+
+    Table and file locations are written in the catalog with it, so other
+    engines (Spark, Trino, pyiceberg's own FileIO) find the files: ``s3://``,
+    ``gs://``, ``abfss://container@account.dfs.core.windows.net``, ``file://``.
+    """
+    from obstore.store import AzureStore, GCSStore, LocalStore, S3Store
+
+    if isinstance(store, LocalStore):
+        return f"file://{store.prefix}" if store.prefix is not None else "file://"
+    if isinstance(store, S3Store) and store.config.get("bucket"):
+        base = f"s3://{store.config['bucket']}"
+    elif isinstance(store, GCSStore) and store.config.get("bucket"):
+        base = f"gs://{store.config['bucket']}"
+    elif (
+        isinstance(store, AzureStore)
+        and store.config.get("container_name")
+        and store.config.get("account_name")
+    ):
+        config = store.config
+        base = f"abfss://{config['container_name']}@{config['account_name']}.dfs.core.windows.net"
+    else:
+        return None
+    inner = store.prefix
+    return f"{base}/{inner}".rstrip("/") if inner else base
+
+
+def _is_local(store: ObjectStore) -> bool:
+    from obstore.store import LocalStore, MemoryStore
+
+    return isinstance(store, LocalStore | MemoryStore)
 
 
 def _join(chunks: list[Any]) -> bytes:
@@ -131,7 +164,7 @@ class ObstoreBlobStore:
         chunk_size: int | None = None,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     ) -> None:
-        local = type(store).__name__ in _LOCAL_KINDS
+        local = _is_local(store)
         if chunk_size is None:
             chunk_size = LOCAL_CHUNK_SIZE if local else DEFAULT_CHUNK_SIZE
         elif local and chunk_size < MIN_CHUNK_SIZE:
@@ -149,8 +182,10 @@ class ObstoreBlobStore:
         self._max_concurrency = max_concurrency
         self._closed = False
         self._local_root: Path | None = None
-        if type(store).__name__ == "LocalStore":
-            self._local_root = Path(getattr(store, "prefix", None) or "/")
+        from obstore.store import LocalStore
+
+        if isinstance(store, LocalStore):
+            self._local_root = Path(store.prefix or "/")
 
     # ------------------------------------------------------------ read-only views
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from obstore.store import ObjectStore
 
     from hypaware.core.filter import Filter
     from hypaware.core.types import (
@@ -40,6 +41,8 @@ __all__ = [
     "Flushable",
     "MaintainedSink",
     "ManagedSink",
+    "NamedStore",
+    "ObstoreBacked",
     "QueryableSink",
     "Sink",
     "TableFormat",
@@ -98,6 +101,50 @@ class BlobStore(Protocol):
 
     async def close(self) -> None:
         """Release connections. A second call is a no-op."""
+        ...
+
+
+@runtime_checkable
+class NamedStore(Protocol):
+    """A store that names its root for messages and scoping: a label and a URL.
+
+    `ObstoreBlobStore` is one. Neither may hold credentials. A `BlobStore`
+    without them is named by its ``repr``.
+    """
+
+    @property
+    def label(self) -> str:
+        """Names the store in messages (``sink 'archive' (@hypaware/s3)``)."""
+        ...
+
+    @property
+    def url(self) -> str:
+        """The root as a URL (``s3://bucket/prefix``)."""
+        ...
+
+
+@runtime_checkable
+class ObstoreBacked(NamedStore, Protocol):
+    """A `BlobStore` over an obstore store, for code that reaches the store directly.
+
+    The Iceberg table format (its FileIO) and dataset readers need the
+    obstore store itself and the root inside it. `ObstoreBlobStore`
+    implements this; a store of another kind cannot hold an Iceberg table.
+    """
+
+    @property
+    def store(self) -> ObjectStore:
+        """The obstore store (S3, GCS, Azure, local, memory)."""
+        ...
+
+    @property
+    def prefix(self) -> str:
+        """The root inside `store`: ``""`` or a path without a trailing ``/``."""
+        ...
+
+    def check_key(self, key: str, op: str = "access") -> None:
+        """Raise `PathError` if `key` (a key in `store`) would leave the root through a
+        symbolic link; a no-op where the store has none."""
         ...
 
 

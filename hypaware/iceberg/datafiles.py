@@ -36,7 +36,7 @@ from hypaware.iceberg.fileio import ObstoreInputFile, StoreRoot
 from hypaware.iceberg.pipeline import ReadBatch, run_pipeline
 
 if TYPE_CHECKING:
-    from hypaware.core.contracts import Encoder
+    from hypaware.encoding.parquet import ParquetEncoder
 
 __all__ = ["DataFileWriter", "WrittenFile"]
 
@@ -88,14 +88,13 @@ class DataFileWriter:
     never splits.
     """
 
-    def __init__(self, root: StoreRoot, encoder: Encoder, sink: str) -> None:
+    def __init__(self, root: StoreRoot, encoder: ParquetEncoder, sink: str) -> None:
         self._root = root
         self._encoder = encoder
         self.sink = sink
-        config = getattr(encoder, "config", None)
-        group = getattr(config, "row_group_size", None)
+        group = encoder.config.row_group_size
         self.split_rows: int | None = None
-        if isinstance(group, int) and not isinstance(group, bool) and group > 0:
+        if group > 0:
             # Half a row group: each piece is still at least a quarter of one.
             self.split_rows = max(1, group // 2)
 

@@ -273,9 +273,10 @@ def with_vended_credentials(root: StoreRoot, properties: Properties) -> StoreRoo
     bucket and prefix stay the destination's, so files still cannot leave it.
     """
     vended = {ours: str(properties[key]) for key, ours in _VENDED_S3.items() if key in properties}
-    if "access_key_id" not in vended or type(root.store).__name__ != "S3Store":
-        return root
     from obstore.store import S3Store
+
+    if "access_key_id" not in vended or not isinstance(root.store, S3Store):
+        return root
 
     store = root.store
     config: Any = {**store.config, **vended}

@@ -40,6 +40,8 @@ from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, ValidationError
 from pyiceberg.table import Table
 
+from hypaware.blob.store import location_url
+from hypaware.core.contracts import ObstoreBacked
 from hypaware.core.errors import ConfigError, SinkClosedError, StoreError
 from hypaware.core.filter import Filter
 from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult
@@ -80,8 +82,9 @@ from hypaware.iceberg.schema import (
 )
 
 if TYPE_CHECKING:
-    from hypaware.core.contracts import BlobStore, Encoder
+    from hypaware.core.contracts import BlobStore
     from hypaware.core.resolver import BuildContext
+    from hypaware.encoding.parquet import ParquetEncoder
     from hypaware.iceberg.config import IcebergConfig
 
 __all__ = ["IcebergTableFormat", "location_url", "store_root"]
@@ -89,50 +92,24 @@ __all__ = ["IcebergTableFormat", "location_url", "store_root"]
 log = logging.getLogger(__name__)
 
 
-def location_url(raw: Any) -> str | None:
-    """The URL Iceberg engines use for the root of an obstore store.
-
-    Table and file locations are written in the catalog with it, so other
-    engines (Spark, Trino, pyiceberg's own FileIO) find the files: ``s3://``,
-    ``gs://``, ``abfss://container@account.dfs.core.windows.net``, ``file://``.
-    """
-    kind = type(raw).__name__
-    config = getattr(raw, "config", None) or {}
-    if kind == "S3Store" and config.get("bucket"):
-        base = f"s3://{config['bucket']}"
-    elif kind == "GCSStore" and config.get("bucket"):
-        base = f"gs://{config['bucket']}"
-    elif kind == "AzureStore" and config.get("container_name") and config.get("account_name"):
-        base = f"abfss://{config['container_name']}@{config['account_name']}.dfs.core.windows.net"
-    elif kind == "LocalStore":
-        local = getattr(raw, "prefix", None)
-        return f"file://{local}" if local is not None else "file://"
-    else:
-        return None
-    inner = getattr(raw, "prefix", None)
-    return f"{base}/{inner}".rstrip("/") if inner else base
-
-
 def store_root(store: BlobStore, sink: str) -> StoreRoot:
-    """The obstore store, prefix and location URL behind a blob store (an `ObstoreBlobStore`)."""
-    raw = getattr(store, "store", None)
-    url = getattr(store, "url", None)
-    prefix = getattr(store, "prefix", None)
-    if raw is None or not isinstance(url, str) or not isinstance(prefix, str):
+    """The obstore store, prefix and location URL behind a blob store (an `ObstoreBacked`)."""
+    if not isinstance(store, ObstoreBacked):
         raise ConfigError.single(
             f"sinks.{sink}.destination",
             f"@hypaware/format-iceberg needs a destination built on obstore "
             f"(hypaware.blob.store.ObstoreBlobStore); got {type(store).__name__}",
         )
-    label = str(getattr(store, "label", f"sink {sink!r}"))
-    base = location_url(raw)
+    prefix = store.prefix
+    base = location_url(store.store)
     if base is None:
         # A store kind we cannot name for other engines: the blob store's own root URL.
-        base = url.rstrip("/")
+        base = store.url.rstrip("/")
     elif prefix:
         base = f"{base.rstrip('/')}/{prefix}"
-    guard = getattr(store, "check_key", None)
-    return StoreRoot(store=raw, prefix=prefix, url=base, label=label, guard=guard)
+    return StoreRoot(
+        store=store.store, prefix=prefix, url=base, label=store.label, guard=store.check_key
+    )
 
 
 class IcebergTableFormat:
@@ -144,7 +121,7 @@ class IcebergTableFormat:
         ctx: BuildContext,
         *,
         store: BlobStore,
-        encoder: Encoder,
+        encoder: ParquetEncoder,
     ) -> None:
         self.config = config
         self.sink = ctx.sink_name

@@ -35,18 +35,20 @@ def create(
     """
     config = config or IcebergConfig()
     check_catalog(config, ctx)
-    if getattr(encoder, "extension", None) != "parquet":
+    from hypaware.encoding.parquet import ParquetEncoder
+
+    # Iceberg needs the field ids that only our pyarrow Parquet writer puts in its files.
+    if not isinstance(encoder, ParquetEncoder):
         raise ConfigError.single(
             f"sinks.{ctx.sink_name}.encoder",
-            f"@hypaware/format-iceberg writes Parquet data files; encoder "
-            f"{type(encoder).__name__} makes {getattr(encoder, 'extension', '?')!r} files",
+            f"@hypaware/format-iceberg writes Parquet data files with @hypaware/format-parquet; "
+            f"encoder {type(encoder).__name__} makes {encoder.extension!r} files",
         )
-    engine = getattr(getattr(encoder, "config", None), "engine", "pyarrow")
-    if engine != "pyarrow":
+    if encoder.config.engine != "pyarrow":
         raise ConfigError.single(
             f"sinks.{ctx.sink_name}.config.engine",
             f"@hypaware/format-iceberg needs the pyarrow Parquet engine (Iceberg field ids); "
-            f"got {engine!r}",
+            f"got {encoder.config.engine!r}",
         )
     try:
         from hypaware.iceberg.table_format import IcebergTableFormat
