@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from hypaware.core.contracts import AsyncClosing, TableFormat
+from hypaware.core.contracts import AsyncClosing, MaintainedTableFormat, TableFormat
 from hypaware.core.errors import SinkClosedError
 from hypaware.core.types import (
     DatasetInfo,
@@ -61,29 +61,27 @@ class TableSink(AsyncClosing):
 
     def maintenance_schedule(self) -> str | None:
         """The table format's maintenance schedule (`MaintainedSink`); None if it has none."""
-        schedule = getattr(self.table, "maintenance_schedule", None)
-        value = schedule() if callable(schedule) else None
-        return value if isinstance(value, str) else None
+        table = self.table
+        return table.maintenance_schedule() if isinstance(table, MaintainedTableFormat) else None
 
     async def maintain(
         self, datasets: Sequence[DatasetInfo], *, now: datetime
     ) -> MaintenanceReport:
         """Run the table format's `maintain(dataset, now=)` for each dataset (`MaintainedSink`).
 
-        A table format without it has nothing to maintain. Its result is
-        anything with `as_dict()` and `errors`.
+        A table format that is not a `MaintainedTableFormat` has nothing to maintain.
         """
         if self._closed:
             raise SinkClosedError(f"sink {self.name!r} is closed")
-        run = getattr(self.table, "maintain", None)
-        if run is None:
+        table = self.table
+        if not isinstance(table, MaintainedTableFormat):
             return MaintenanceReport(self.name)
         started = time.monotonic()
         counts: dict[str, dict[str, Any]] = {}
         errors: list[str] = []
         for dataset in datasets:
             try:
-                result = await run(dataset, now=now)
+                result = await table.maintain(dataset, now=now)
             except SinkClosedError:
                 raise
             except Exception as exc:

@@ -18,7 +18,7 @@ from collections.abc import (
 )
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -40,12 +40,14 @@ __all__ = [
     "Encoder",
     "Flushable",
     "MaintainedSink",
+    "MaintainedTableFormat",
     "ManagedSink",
     "NamedStore",
     "ObstoreBacked",
     "QueryableSink",
     "Sink",
     "TableFormat",
+    "TableMaintenanceResult",
 ]
 
 
@@ -339,6 +341,37 @@ class TableFormat(Protocol):
 
     async def close(self) -> None:
         """Release the catalog and store. A second call is a no-op."""
+        ...
+
+
+class TableMaintenanceResult(Protocol):
+    """What one dataset's maintenance by a `MaintainedTableFormat` did."""
+
+    @property
+    def errors(self) -> Sequence[str]:
+        """The steps that failed, each a sentence naming the table; empty when all held."""
+        ...
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counts (JSON-friendly: numbers, strings, lists), `errors` included."""
+        ...
+
+
+@runtime_checkable
+class MaintainedTableFormat(TableFormat, Protocol):
+    """A `TableFormat` that keeps its tables healthy; its `TableSink` is a `MaintainedSink`.
+
+    `maintenance_schedule` and `maintain` have the meaning of
+    `MaintainedSink`'s, per dataset: `maintain` reports failures in the
+    result's `errors` and raises only `SinkClosedError`.
+    """
+
+    def maintenance_schedule(self) -> str | None:
+        """A 5-field cron expression (UTC) for when to maintain; None: never on a schedule."""
+        ...
+
+    async def maintain(self, dataset: DatasetInfo, *, now: datetime) -> TableMaintenanceResult:
+        """Maintain the table of `dataset` (`now`: the driver's clock)."""
         ...
 
 

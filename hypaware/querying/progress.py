@@ -21,25 +21,8 @@ __all__ = ["acknowledged"]
 
 
 def acknowledged(store: ProgressStore, sink: str, dataset: str) -> ExportFloor | None:
-    """What `sink` has acknowledged of `dataset`: None if it never started on it.
-
-    Without the store's one-snapshot read, the high-water is read before the
-    respool set and the batches in flight: progress only moves forward, so a
-    partition at or below that high-water is either acknowledged or still
-    listed in one of the later reads.
-    """
-    snapshot = getattr(store, "export_floor", None)
-    if snapshot is not None:
-        floor: ExportFloor | None = snapshot(sink, dataset)
-        return floor
-    high_water = store.high_water(sink, dataset)
-    if high_water is None:
-        return None
-    pending = {e.partition_id for e in store.respooled(sink, dataset)}
-    for flight in store.in_flight(sink):
-        if flight.dataset == dataset:
-            pending.update(flight.partition_ids)
-    return ExportFloor(high_water, frozenset(pending))
+    """What `sink` has acknowledged of `dataset` (one snapshot); None if it never started on it."""
+    return store.export_floor(sink, dataset)
 
 
 def _open_state(config: HypawareConfig) -> ProgressStore | None:

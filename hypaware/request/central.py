@@ -111,6 +111,9 @@ class CentralWire:
             headers["Content-Encoding"] = chunk.content_encoding
         return headers
 
+    def stamp(self, headers: dict[str, str], chunk: Chunk, now: float) -> dict[str, str]:
+        return headers  # nothing in a central request goes stale between attempts
+
     def check_ack(self, reply: Reply, chunk: Chunk) -> int:
         try:
             doc = json.loads(reply.body)

@@ -325,14 +325,14 @@ class RequestSink(AsyncClosing):
         # fake-clock test sees waits and the deadline on one time line.
         chunk_deadline = self._clock() + self.deadline
 
-        stamp = getattr(self.wire, "stamp", None)
+        wire = self.wire
 
         def time_left() -> float:
             return chunk_deadline - self._clock()
 
         async def attempt() -> int:
             # A wire may sign each attempt afresh (the webhook's timestamped signature).
-            sent = stamp(headers, chunk, self._clock()) if stamp is not None else headers
+            sent = wire.stamp(headers, chunk, self._clock())
             started_ns = time.time_ns()
             began = time.perf_counter()
             status: int | None = None

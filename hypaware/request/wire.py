@@ -67,12 +67,13 @@ class Wire(Protocol):
         ...
 
     def headers(self, chunk: Chunk, identity: ChunkIdentity) -> dict[str, str]:
-        """The headers of one chunk's request, credentials included; the same on every re-send.
+        """The headers of one chunk's request, credentials included; the same on every re-send."""
+        ...
 
-        A wire may also define ``stamp(headers, chunk, now) -> dict[str, str]``:
-        the sink then calls it before every attempt, for what must be fresh
-        each time (a timestamped signature); `now` is epoch seconds.
-        """
+    def stamp(self, headers: dict[str, str], chunk: Chunk, now: float) -> dict[str, str]:
+        """The `headers` to send on this attempt: what must be fresh each time (a
+        timestamped signature) added; `now` is epoch seconds. Most wires return them as
+        they are."""
         ...
 
     def check_ack(self, reply: Reply, chunk: Chunk) -> int:
