@@ -25,6 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import attrs
+
 from hypaware.cache.protocol import Cache
 from hypaware.core.errors import CacheError, HypawareError, StateError
 from hypaware.core.types import (
@@ -50,6 +52,16 @@ __all__ = ["Exporter"]
 
 # The driver's logger: users filter on its name (docs/export.md).
 log = logging.getLogger("hypaware.export.driver")
+
+
+@attrs.frozen
+class BatchOutcome:
+    """What came of handing one batch to its sink."""
+
+    result: ExportResult  # reconciled with the batch: every partition accounted for
+    seconds: float
+    # The failure was already logged as an error (a timeout, a sink that raised).
+    logged: bool
 
 
 class Exporter:
@@ -418,44 +430,82 @@ class Exporter:
             return
         identity = self.binding.identity if self.binding is not None else ""
         batch = ExportBatch(flight.batch_id, name, info, refs, cache_identity=identity)
-        attempt = self.state.attempt(flight.batch_id)
-        timeout = runner.spec.export_timeout
-        batch_id = flight.batch_id
-        loop = asyncio.get_running_loop()
+        opts = self._options(runner, info, flight)
+        self._observe.batch_started(name, info.name, batch_id=flight.batch_id, partitions=len(refs))
+        outcome = await self._call_sink(name, sink, batch, opts, report)
+        result = outcome.result
+        rows = self._settle(name, info, flight, batch, opts, outcome, report, backfill=backfill)
+        if sent_before is not None and result.already_held:
+            by_id = {p.id: p for p in refs}
+            foreign = [p for p in result.already_held if by_id[p].seq > sent_before]
+            if foreign:
+                self._foreign_held(name, info, identity, foreign, report)
+        if result.retry_partitions:
+            self._failed(runner, info, flight.batch_id, result, report, logged=outcome.logged)
+        self._judge_halt(name, result, report)
+        self._observe.batch_exported(
+            name,
+            info.name,
+            batch_id=flight.batch_id,
+            partitions=len(result.exported),
+            rows=rows,
+            bytes=result.bytes_written,
+            files=result.files_written,
+            seconds=outcome.seconds,
+        )
 
+    def _options(
+        self, runner: SinkRunner, info: DatasetInfo, flight: InFlightBatch
+    ) -> ExportOptions:
+        """The batch's options: its attempt, its timeout, and callbacks to the observers."""
+        name, batch_id = runner.name, flight.batch_id
+        loop = asyncio.get_running_loop()
+        observe = self._observe
+
+        # Sinks call these from any thread; observers are called on the driver's loop.
         def on_retry_wait(seconds: float, cause: str) -> None:
-            notify = functools.partial(
-                self._observe.retry_wait,
-                name,
-                info.name,
-                batch_id=batch_id,
-                seconds=seconds,
-                cause=cause,
+            call_on_loop(
+                loop,
+                functools.partial(
+                    observe.retry_wait,
+                    name,
+                    info.name,
+                    batch_id=batch_id,
+                    seconds=seconds,
+                    cause=cause,
+                ),
             )
-            call_on_loop(loop, notify)
 
         def on_request(event: RequestEvent) -> None:
-            notify = functools.partial(
-                self._observe.request_finished, name, info.name, batch_id=batch_id, event=event
+            call_on_loop(
+                loop,
+                functools.partial(
+                    observe.request_finished, name, info.name, batch_id=batch_id, event=event
+                ),
             )
-            call_on_loop(loop, notify)
 
-        opts = ExportOptions(
-            attempt=attempt, timeout=timeout, on_retry_wait=on_retry_wait, on_request=on_request
+        return ExportOptions(
+            attempt=self.state.attempt(batch_id),
+            timeout=runner.spec.export_timeout,
+            on_retry_wait=on_retry_wait,
+            on_request=on_request,
         )
-        self._observe.batch_started(name, info.name, batch_id=batch_id, partitions=len(refs))
+
+    async def _call_sink(
+        self, name: str, sink: Sink, batch: ExportBatch, opts: ExportOptions, report: SinkReport
+    ) -> BatchOutcome:
+        """What the sink made of `batch`: its result, reconciled, or the failure it hit."""
+        timeout = opts.timeout
         started = time.monotonic()
-        logged = False
         try:
             raw = await asyncio.wait_for(sink.export_batch(batch, opts), timeout)
             if not isinstance(raw, ExportResult):
                 raise TypeError(f"export_batch returned a {type(raw).__name__}, not ExportResult")
-            result = raw.reconcile(batch)
+            result, logged = raw.reconcile(batch), False
         except TimeoutError:
-            message = f"sink {name!r}: batch {flight.batch_id} timed out after {timeout:g}s"
+            message = f"sink {name!r}: batch {batch.batch_id} timed out after {timeout:g}s"
             self._error(name, message, report)
-            logged = True
-            result = ExportResult.failed(batch, f"timed out after {timeout:g}s")
+            result, logged = ExportResult.failed(batch, f"timed out after {timeout:g}s"), True
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -464,10 +514,24 @@ class Exporter:
                 f"result): {describe_error(exc)}"
             )
             self._error(name, message, report)
-            logged = True
-            result = ExportResult.failed(batch, describe_error(exc))
-        seconds = time.monotonic() - started
-        by_id = {p.id: p for p in refs}
+            result, logged = ExportResult.failed(batch, describe_error(exc)), True
+        return BatchOutcome(result, time.monotonic() - started, logged)
+
+    def _settle(
+        self,
+        name: str,
+        info: DatasetInfo,
+        flight: InFlightBatch,
+        batch: ExportBatch,
+        opts: ExportOptions,
+        outcome: BatchOutcome,
+        report: SinkReport,
+        *,
+        backfill: bool,
+    ) -> int:
+        """Record the outcome in the progress store and the report, log its line; rows exported."""
+        result = outcome.result
+        by_id = {p.id: p for p in batch.partitions}
         exported = {p: by_id[p].row_count for p in result.exported}
         rows = sum(exported.values())
         self.state.settle_batch(
@@ -486,38 +550,22 @@ class Exporter:
             info.name,
             len(result.exported),
             len(result.already_held),
-            identity,
+            batch.cache_identity,
             len(result.retry_partitions),
             extra={
                 "sink": name,
                 "dataset": info.name,
                 "batch_id": flight.batch_id,
-                "attempt": attempt,
+                "attempt": opts.attempt,
                 "exported": len(result.exported),
                 "retry": len(result.retry_partitions),
                 "already_held": len(result.already_held),
-                "cache_identity": identity,
+                "cache_identity": batch.cache_identity,
                 "rows": rows,
                 "bytes": result.bytes_written,
             },
         )
-        if sent_before is not None and result.already_held:
-            foreign = [p for p in result.already_held if by_id[p].seq > sent_before]
-            if foreign:
-                self._foreign_held(name, info, identity, foreign, report)
-        if result.retry_partitions:
-            self._failed(runner, info, flight.batch_id, result, report, logged=logged)
-        self._judge_halt(name, result, report)
-        self._observe.batch_exported(
-            name,
-            info.name,
-            batch_id=flight.batch_id,
-            partitions=len(result.exported),
-            rows=rows,
-            bytes=result.bytes_written,
-            files=result.files_written,
-            seconds=seconds,
-        )
+        return rows
 
     def _judge_halt(self, name: str, result: ExportResult, report: SinkReport) -> None:
         """Halt the sink on a failure of its own, end its halt once it exports again."""
