@@ -25,6 +25,7 @@ import attrs
 
 from hypaware.cache.protocol import Cache
 from hypaware.core.types import PartitionRef
+from hypaware.export.binding import StartPoint
 from hypaware.export.state import ProgressStore
 
 __all__ = ["BUCKETS", "Bucket", "DatasetLedger", "dataset_ledger"]
@@ -127,28 +128,39 @@ def dataset_ledger(
     # The few partitions the store names are bucketed one by one; the rest by seq
     # ranges of the listing (a week of partitions is thousands).
     named = flying | parked | respooled
-    plain = [p for p in sealed if p.id not in named] if named else sealed
-    for part in sealed if named else ():
-        if part.id in flying:
-            ledger.in_flight.add(part.row_count)
-        elif part.id in parked:
-            ledger.parked.add(part.row_count)
-        elif part.id in respooled:
-            ledger.pending.add(part.row_count)
+    if named:
+        for part in sealed:
+            if part.id in flying:
+                ledger.in_flight.add(part.row_count)
+            elif part.id in parked:
+                ledger.parked.add(part.row_count)
+            elif part.id in respooled:
+                ledger.pending.add(part.row_count)
+        sealed = [p for p in sealed if p.id not in named]
+    _by_seq(ledger, sealed, high_water, point)
+    return ledger
+
+
+def _by_seq(
+    ledger: DatasetLedger,
+    plain: Sequence[PartitionRef],
+    high_water: int | None,
+    point: StartPoint | None,
+) -> None:
+    """Bucket partitions the store does not name, by where their seq falls."""
     if high_water is None:
         ledger.pending.merge(_bucket(plain))
-        return ledger
+        return
     done = bisect.bisect_right(plain, high_water, key=_seq)
     ledger.pending.merge(_bucket(plain[done:]))
     if point is None:
         ledger.exported.merge(_bucket(plain[:done]))
-        return ledger
+        return
     lo = bisect.bisect_right(plain, point.backfill_hw, key=_seq, hi=done)
     hi = max(lo, bisect.bisect_right(plain, point.start_seq, key=_seq, hi=done))
     ledger.before_start.merge(_bucket(plain[lo:hi]))
     ledger.exported.merge(_bucket(plain[:lo]))
     ledger.exported.merge(_bucket(plain[hi:done]))
-    return ledger
 
 
 def _bucket(parts: Sequence[PartitionRef]) -> Bucket:
