@@ -40,7 +40,7 @@ from hypaware.core.types import (
 from hypaware.export.accounts import dataset_ledger
 from hypaware.export.fanout import ObserverFanout
 from hypaware.export.identity import check_sink
-from hypaware.export.reports import SinkReport, summarise
+from hypaware.export.reports import Failure, SinkReport, summarise
 from hypaware.export.runner import SinkRunner, call_on_loop, describe_error, group_batches
 from hypaware.export.start import Binding, fix_start
 from hypaware.export.state import InFlightBatch, ProgressStore
@@ -657,23 +657,7 @@ class Exporter:
                 == (failure.reason, failure.retryable, failure.sink_fault)
             )
             if not logged:
-                log.warning(
-                    "sink %s: dataset %s: batch %s: %s",
-                    name,
-                    info.name,
-                    batch_id,
-                    failure.summary(name),
-                    extra={
-                        "sink": name,
-                        "dataset": info.name,
-                        "batch_id": batch_id,
-                        "partitions": failure.partitions,
-                        "retryable": failure.retryable,
-                        "sink_fault": failure.sink_fault,
-                        "parked": failure.parked,
-                        "first_ids": failure.first_ids,
-                    },
-                )
+                _warn(name, info, batch_id, failure)
         report.parked += len(parked)
         report.add_failures(failures)
         if not logged:  # a sink that raised was reported as an error already
@@ -712,3 +696,24 @@ class Exporter:
 
 def _seq(part: PartitionRef) -> int:
     return part.seq
+
+
+def _warn(name: str, info: DatasetInfo, batch_id: str, failure: Failure) -> None:
+    """The one WARNING of a batch's failures for one reason."""
+    log.warning(
+        "sink %s: dataset %s: batch %s: %s",
+        name,
+        info.name,
+        batch_id,
+        failure.summary(name),
+        extra={
+            "sink": name,
+            "dataset": info.name,
+            "batch_id": batch_id,
+            "partitions": failure.partitions,
+            "retryable": failure.retryable,
+            "sink_fault": failure.sink_fault,
+            "parked": failure.parked,
+            "first_ids": failure.first_ids,
+        },
+    )
