@@ -293,11 +293,13 @@ def dump_config(config: HypawareConfig) -> dict[str, Any]:
     """
     sinks: dict[str, Any] = {}
     for spec in config.sinks:
-        entry: dict[str, Any] = {
-            k: getattr(spec, k)
-            for k in ("writer", "destination", "plugin", "encoder")
-            if getattr(spec, k) is not None
+        parts = {
+            "writer": spec.writer,
+            "destination": spec.destination,
+            "plugin": spec.plugin,
+            "encoder": spec.encoder,
         }
+        entry: dict[str, Any] = {k: v for k, v in parts.items() if v is not None}
         cfg = dict(spec.config)
         for key in SINK_SETTING_KEYS:
             value = getattr(spec, key)

@@ -148,12 +148,12 @@ class PluginManifest:
                 f"plugin {self.name}: config_class {self.config_class!r} is not an attrs class "
                 "(decorate it with @attrs.frozen, or give None for a plugin without config)"
             )
-        for field, known in (
-            ("provides", CAPABILITIES),
-            ("requires", CAPABILITIES),
-            ("supports", FEATURES),
-        ):
-            tags: frozenset[str] = getattr(self, field)
+        fields: tuple[tuple[str, frozenset[str], frozenset[str]], ...] = (
+            ("provides", self.provides, CAPABILITIES),
+            ("requires", self.requires, CAPABILITIES),
+            ("supports", self.supports, FEATURES),
+        )
+        for field, tags, known in fields:
             unknown = sorted(t for t in tags if t not in known)
             if unknown:
                 raise PluginError(

@@ -44,8 +44,8 @@ class AzureConfig(RemoteOptions):
     sas_token: Secret | None = None
 
     def __attrs_post_init__(self) -> None:
-        for name in ("account", "container"):
-            if not getattr(self, name):
+        for name, value in (("account", self.account), ("container", self.container)):
+            if not value:
                 raise FieldValueError(name, "must not be empty")
         if self.account_key is not None and self.sas_token is not None:
             raise FieldValueError(

@@ -48,11 +48,12 @@ class GCSConfig(RemoteOptions):
     def __attrs_post_init__(self) -> None:
         if not self.bucket:
             raise FieldValueError("bucket", "must not be empty")
-        given = [
-            name
-            for name in ("service_account_path", "service_account_key", "bearer_token")
-            if getattr(self, name) is not None
-        ]
+        credentials = {
+            "service_account_path": self.service_account_path,
+            "service_account_key": self.service_account_key,
+            "bearer_token": self.bearer_token,
+        }
+        given = [name for name, value in credentials.items() if value is not None]
         if len(given) > 1:
             raise FieldValueError(
                 given[1], f"must not be set together with {given[0]}: give one credential"

@@ -60,8 +60,13 @@ def create(config: S3Config, ctx: BuildContext) -> ObstoreBlobStore:
         settings["region"] = config.region
     if config.endpoint is not None:
         settings["endpoint"] = config.endpoint
-    for name in ("access_key_id", "secret_access_key", "session_token"):
-        value = ctx.reveal(getattr(config, name), name)
+    secrets = {
+        "access_key_id": config.access_key_id,
+        "secret_access_key": config.secret_access_key,
+        "session_token": config.session_token,
+    }
+    for name, secret in secrets.items():
+        value = ctx.reveal(secret, name)
         if value is not None:
             settings[name] = value
     store = construct_store(

@@ -58,8 +58,11 @@ CATALOG_KEYS = ("type", "path", "uri", "warehouse", "name")
 def describe_destination(spec: SinkSpec) -> dict[str, str]:
     """The parts of `spec` that name where its data goes, as flat strings."""
     out: dict[str, str] = {}
-    for key in ("writer", "destination", "plugin"):
-        value = getattr(spec, key)
+    for key, value in (
+        ("writer", spec.writer),
+        ("destination", spec.destination),
+        ("plugin", spec.plugin),
+    ):
         if value is not None:
             out[key] = str(value)
     config: Mapping[str, Any] = spec.config

@@ -172,8 +172,12 @@ def check_catalog(config: IcebergConfig, ctx: BuildContext) -> None:
             f"{base}.uri", "the sqlite catalog takes 'path'; use type 'sql' for a database URL"
         )
     if cat.type != "rest":
-        for key in ("credential", "token", "warehouse"):
-            if getattr(cat, key) is not None:
+        for key, value in (
+            ("credential", cat.credential),
+            ("token", cat.token),
+            ("warehouse", cat.warehouse),
+        ):
+            if value is not None:
                 raise ConfigError.single(f"{base}.{key}", f"'{key}' is for the rest catalog only")
     if cat.type != "sql" and cat.password is not None:
         raise ConfigError.single(f"{base}.password", "'password' is for the sql catalog only")

@@ -11,6 +11,7 @@ backpressure rule are in ``docs/request-sinks.md``. Config::
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import quote
 
@@ -65,6 +66,11 @@ class CentralConfig(RequestSinkSettings):
     endpoint: str
     token: Secret = DEFAULT_TOKEN
     compression: Literal["none", "gzip", "zstd"] = "gzip"
+
+    def required_modules(self) -> Iterator[tuple[str, str, str]]:
+        """What the chosen options need installed, as (key, module, extra)."""
+        if self.compression == "zstd":
+            yield ("compression", "zstandard", "zstd")
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()

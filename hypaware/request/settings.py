@@ -96,8 +96,7 @@ class RequestSinkSettings:
 
     def required_modules(self) -> Iterator[tuple[str, str, str]]:
         """What the chosen options need installed, as (key, module, extra)."""
-        if getattr(self, "compression", None) == "zstd":
-            yield ("compression", "zstandard", "zstd")
+        return iter(())
 
     def __attrs_post_init__(self) -> None:
         if self.hard_max_chunk_bytes < self.max_chunk_bytes:
