@@ -15,7 +15,7 @@ import attrs
 
 from hypaware.core.types import DatasetInfo, PartitionRef
 
-__all__ = ["Cache", "ExportFloor", "RetentionAware", "RetentionReport"]
+__all__ = ["Cache", "ExportFloor", "RetentionAware", "RetentionReport", "declared_identity"]
 
 
 @runtime_checkable
@@ -110,3 +110,14 @@ class RetentionAware(Protocol):
         it out. A partition in a floor's `parked` set is never dropped.
         """
         ...
+
+
+def declared_identity(cache: object) -> object:
+    """The `Cache.identity` that `cache` declares, unchecked; None if it has none.
+
+    A host's cache may predate the attribute: the driver then binds a
+    stand-in, and queries fall back on progress. The one place the attribute
+    is looked for, so every caller treats its absence the same way; reading
+    it may raise `CacheError` (a read-only cache that never made one).
+    """
+    return getattr(cache, "identity", None)

@@ -23,7 +23,7 @@ from typing import Any
 
 import attrs
 
-from hypaware.cache.protocol import Cache
+from hypaware.cache.protocol import Cache, declared_identity
 from hypaware.core.types import PartitionRef
 from hypaware.export.binding import StartPoint
 from hypaware.export.state import ProgressStore
@@ -108,7 +108,7 @@ def dataset_ledger(
     """
     if replaced is None:
         # A host's cache may have no identity (the driver then binds a stand-in).
-        identity = getattr(cache, "identity", None)
+        identity = declared_identity(cache)
         tracked = state.cache_identity()
         replaced = identity is not None and tracked is not None and tracked != identity
     if sealed is None:

@@ -31,7 +31,7 @@ from datetime import datetime
 import attrs
 
 from hypaware.cache.identity import check_identity, new_identity
-from hypaware.cache.protocol import Cache
+from hypaware.cache.protocol import Cache, declared_identity
 from hypaware.core.errors import StateError
 from hypaware.export.binding import CacheChange
 from hypaware.export.fanout import ObserverFanout
@@ -102,7 +102,7 @@ def _lock(state: ProgressStore) -> int:
 
 
 def _bind(cache: Cache, state: ProgressStore, observe: ObserverFanout, lock: int) -> Binding:
-    raw = getattr(cache, "identity", None)
+    raw = declared_identity(cache)
     standin = raw is None
     if standin:
         identity = state.standin_identity(new_identity)

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hypaware.cache.protocol import Cache
+from hypaware.cache.protocol import Cache, declared_identity
 from hypaware.core.errors import CacheError
 from hypaware.core.types import DatasetInfo, PartitionRef
 from hypaware.querying.context import _Context
@@ -89,7 +89,7 @@ def _open_all(
 def _identity(cache: Any) -> str | None:
     """The cache's identity, or None for a host cache without one (see docs/embedding.md)."""
     try:
-        value = getattr(cache, "identity", None)
+        value = declared_identity(cache)
     except CacheError:
         return None  # e.g. a read-only cache that never had one: claims fall back on progress
     return value if isinstance(value, str) else None
