@@ -1,9 +1,9 @@
-"""``@hypaware/webhook``: the manifest; the sink lives in `hypaware.request.webhook`."""
+"""``@hypaware/webhook``: the manifest; the sink lives in `hypaware.webhooks.sink`."""
 
 from __future__ import annotations
 
 from hypaware.core.manifest import HTTP_ENDPOINT, SINK, PluginManifest
-from hypaware.request.webhook import PLUGIN, WebhookConfig, build_webhook
+from hypaware.webhooks.sink import PLUGIN, WebhookConfig, build_webhook
 
 __all__ = ["MANIFEST", "WebhookConfig", "build_webhook"]
 

@@ -14,10 +14,10 @@ from hypaware import build, resolve
 from hypaware.core.types import ExportOptions
 from hypaware.request.backoff import BackoffPolicy
 from hypaware.request.sink import RequestSink
-from hypaware.request.webhook import WebhookWire
-from hypaware.request.webhook_signing import sign_body
 from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
 from hypaware.webhooks import WebhookVerificationError, verify, verify_body
+from hypaware.webhooks.signing import sign_body
+from hypaware.webhooks.sink import WebhookWire
 
 from .helpers import FakeClock, ScriptedTransport, make_export, make_partition, ok
 

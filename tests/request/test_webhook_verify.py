@@ -20,10 +20,10 @@ from hypaware.core.errors import ConfigError
 from hypaware.core.types import ExportOptions
 from hypaware.request.chunking import ChunkIdentity, ChunkLimits, chunk_batches
 from hypaware.request.sink import RequestSink
-from hypaware.request.webhook import WebhookWire
-from hypaware.request.webhook_signing import secret_key, sign
 from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
 from hypaware.webhooks import SeenMessages, WebhookVerificationError, verify
+from hypaware.webhooks.signing import secret_key, sign
+from hypaware.webhooks.sink import WebhookWire
 
 from .helpers import make_export, make_partition
 

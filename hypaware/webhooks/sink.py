@@ -2,7 +2,7 @@
 
 Each chunk is a JSON array or NDJSON body with an idempotency key (the chunk
 id, stable across re-sends) and, when `signing_secret` is set, a Standard
-Webhooks signature made fresh on every attempt (`hypaware.request.webhook_signing`;
+Webhooks signature made fresh on every attempt (`hypaware.webhooks.signing`;
 ``docs/request-sinks.md`` shows how a receiver verifies it). Backpressure
 follows the same rule as ``@hypaware/central``. Config::
 
@@ -22,8 +22,8 @@ from hypaware.core.errors import ConfigError
 from hypaware.core.secrets import Secret
 from hypaware.request.endpoints import check_endpoint_url
 from hypaware.request.settings import RequestSinkSettings, check_header_name, reveal_headers
-from hypaware.request.webhook_signing import secret_key, sign, sign_body
 from hypaware.request.wire import Reply
+from hypaware.webhooks.signing import secret_key, sign, sign_body
 
 if TYPE_CHECKING:
     from hypaware.core.resolver import BuildContext
