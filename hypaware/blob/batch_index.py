@@ -119,6 +119,9 @@ class BatchIndex:
         self.path = path
         self._lock = threading.Lock()
         self._closed = False
+        # Receipt paths found known, per destination: each pass lists the day's
+        # receipts, and asking the database about every one again grew with the day.
+        self._known: dict[str, set[str]] = {}
         where = ":memory:" if path is None else str(path)
         try:
             if path is not None:
@@ -235,9 +238,11 @@ class BatchIndex:
 
     def unknown_receipts(self, destination: str, paths: Collection[str]) -> list[str]:
         """Those of `paths` this index has neither written nor read, in order."""
+        remembered = self._known.setdefault(destination, set())
+        asked = [p for p in set(paths) if p not in remembered]
         known: set[str] = set()
         with self._errors("read receipts"):
-            for chunk, marks in _in_chunks(paths):
+            for chunk, marks in _in_chunks(asked):
                 known.update(
                     p
                     for (p,) in self._db.execute(
@@ -246,7 +251,8 @@ class BatchIndex:
                         (destination, *chunk),
                     )
                 )
-        return sorted(p for p in set(paths) if p not in known)
+        remembered |= known
+        return sorted(p for p in asked if p not in known)
 
     def read_receipts(
         self,

@@ -186,6 +186,7 @@ class ObstoreBlobStore:
 
         if isinstance(store, LocalStore):
             self._local_root = Path(store.prefix or "/")
+        self._root_text = str(self._local_root or "").rstrip("/")
 
     # ------------------------------------------------------------ read-only views
 
@@ -261,15 +262,15 @@ class ObstoreBlobStore:
         """
         if self._local_root is None:
             return
-        current = self._local_root
+        root = self._root_text
         walked = ""
         for part in key.split("/"):
             walked = f"{walked}/{part}" if walked else part
-            current = current / part
             if checked is not None and walked in checked:
                 continue
             try:
-                mode = os.lstat(current).st_mode
+                # Strings, not Paths: a listing checks every key it yields.
+                mode = os.lstat(f"{root}/{walked}").st_mode
             except FileNotFoundError:
                 return
             except OSError as exc:
