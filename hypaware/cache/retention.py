@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +19,9 @@ __all__ = ["CacheRetention"]
 
 # How old (in seconds) a listing retention takes instead of listing again may be.
 _RECENT = 1.0
+
+# A segment, its dataset, and whether some sink still needs it (asked only under a byte cap).
+_Candidate = tuple[Segment, str, bool]
 
 
 class CacheRetention(CacheReads):
@@ -41,21 +44,52 @@ class CacheRetention(CacheReads):
             floor = floors.get(ds)
             return floor is not None and floor.needs(self._ref(infos[ds], seg))
 
-        # Every pass walks every segment: whether a sink still needs one is asked only
-        # of those old enough to go (or of all, under a byte cap).
-        candidates: list[tuple[Segment, str, bool]] = []
+        candidates, parked = self._candidates(infos, floors)
+        if self.max_bytes is not None:
+            candidates = [(seg, ds, still_needed(seg, ds)) for seg, ds, _ in candidates]
+        drop = self._aged_out(candidates, now, still_needed)
+        total = 0
+        if self.max_bytes is not None:
+            total = self._over_cap(candidates, parked, drop, self.max_bytes)
+        report = self._drop(drop)
+        if parked and self.max_bytes is not None and total > self.max_bytes:
+            log.warning(
+                "cache is over its max_bytes cap by %d bytes, held by %d parked partitions; "
+                "`hypaware retry` them or reset the sinks that parked them",
+                total - self.max_bytes,
+                len(parked),
+                extra={"parked": len(parked)},
+            )
+        return report
+
+    def _candidates(
+        self, infos: Mapping[str, object], floors: Mapping[str, ExportFloor]
+    ) -> tuple[list[_Candidate], list[Segment]]:
+        """Every segment retention may take (not yet asked whether a sink needs it), and
+        the parked ones, which no rule takes: they wait for an operator."""
+        candidates: list[_Candidate] = []
         parked: list[Segment] = []
         for ds in infos:
             floor = floors.get(ds)
             for entry in self._all_segments(ds):
                 if floor is not None and entry.id in floor.parked:
-                    # A parked partition waits for an operator; no cap may take it.
                     parked.append(entry)
-                    continue
-                candidates.append((entry, ds, False))
-        if self.max_bytes is not None:
-            candidates = [(seg, ds, still_needed(seg, ds)) for seg, ds, _ in candidates]
-        drop: dict[Path, tuple[Segment, str, bool]] = {}
+                else:
+                    candidates.append((entry, ds, False))
+        return candidates, parked
+
+    def _aged_out(
+        self,
+        candidates: list[_Candidate],
+        now: datetime,
+        still_needed: Callable[[Segment, str], bool],
+    ) -> dict[Path, _Candidate]:
+        """The segments past `max_age`, and those past `retention` no sink needs.
+
+        Whether a sink still needs one is asked only of those old enough to go
+        (under a byte cap the candidates already say).
+        """
+        drop: dict[Path, _Candidate] = {}
         for seg, ds, known in candidates:
             age = now - seg.sealed_at
             hard = self.max_age is not None and age > self.max_age
@@ -65,16 +99,30 @@ class CacheRetention(CacheReads):
             need = known if self.max_bytes is not None else still_needed(seg, ds)
             if hard or not need:
                 drop[seg.path] = (seg, ds, need)
-        total = 0
-        if self.max_bytes is not None:
-            kept = [c for c in candidates if c[0].path not in drop]
-            total = sum(c[0].byte_size for c in kept) + sum(p.byte_size for p in parked)
-            # Unneeded partitions go first, oldest first; needed ones only if that is not enough.
-            for seg, ds, needed in sorted(kept, key=lambda c: (c[2], c[0].sealed_at, c[0].seq)):
-                if total <= self.max_bytes:
-                    break
-                drop[seg.path] = (seg, ds, needed)
-                total -= seg.byte_size
+        return drop
+
+    @staticmethod
+    def _over_cap(
+        candidates: list[_Candidate],
+        parked: list[Segment],
+        drop: dict[Path, _Candidate],
+        max_bytes: int,
+    ) -> int:
+        """Add to `drop` until what is kept fits `max_bytes`; the bytes then kept.
+
+        Unneeded partitions go first, oldest first; needed ones only if that is not enough.
+        """
+        kept = [c for c in candidates if c[0].path not in drop]
+        total = sum(c[0].byte_size for c in kept) + sum(p.byte_size for p in parked)
+        for seg, ds, needed in sorted(kept, key=lambda c: (c[2], c[0].sealed_at, c[0].seq)):
+            if total <= max_bytes:
+                break
+            drop[seg.path] = (seg, ds, needed)
+            total -= seg.byte_size
+        return total
+
+    def _drop(self, drop: dict[Path, _Candidate]) -> RetentionReport:
+        """Delete the chosen segments, each under its dataset's lock; what went."""
         dropped: list[str] = []
         forced: list[str] = []
         touched: set[str] = set()
@@ -113,14 +161,6 @@ class CacheRetention(CacheReads):
                 )
         for ds in sorted(touched):
             self._drop_stale_indexes(ds)
-        if parked and self.max_bytes is not None and total > self.max_bytes:
-            log.warning(
-                "cache is over its max_bytes cap by %d bytes, held by %d parked partitions; "
-                "`hypaware retry` them or reset the sinks that parked them",
-                total - self.max_bytes,
-                len(parked),
-                extra={"parked": len(parked)},
-            )
         return RetentionReport(tuple(dropped), tuple(forced), freed)
 
     def _all_segments(self, dataset: str) -> list[Segment]:
