@@ -368,48 +368,13 @@ class ProgressStore(LedgerMixin, CacheBindingMixin, HaltMixin):
         now = _now()
         with self._errors("settle a batch"), immediate_transaction(self._db):
             if batch.partitions:
-                self._db.execute(
-                    "INSERT OR IGNORE INTO progress"
-                    " (sink, dataset, high_water, started_at, updated_at) VALUES (?, ?, 0, ?, ?)",
-                    (batch.sink, batch.dataset, now, now),
-                )
-                self._db.execute(
-                    "UPDATE progress SET high_water = MAX(high_water, ?), updated_at = ?"
-                    " WHERE sink = ? AND dataset = ?",
-                    (max(seqs.values()), now, batch.sink, batch.dataset),
-                )
-                if backfill:
-                    self._db.execute(
-                        "UPDATE progress SET backfill_hw = MIN(start_seq, MAX(backfill_hw, ?))"
-                        " WHERE sink = ? AND dataset = ?",
-                        (max(seqs.values()), batch.sink, batch.dataset),
-                    )
+                self._advance(batch, max(seqs.values()), now, backfill=backfill)
             self._db.executemany(
                 "DELETE FROM respool WHERE sink = ? AND dataset = ? AND partition_id = ?",
                 [(batch.sink, batch.dataset, p) for p in exported],
             )
             for r in retry:
-                self._db.execute(
-                    "INSERT INTO respool (sink, dataset, partition_id, seq, reason, retryable,"
-                    " attempts, first_at, last_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (sink, dataset, partition_id) DO UPDATE SET"
-                    " reason = excluded.reason, retryable = excluded.retryable,"
-                    " attempts = respool.attempts + excluded.attempts,"
-                    " last_at = excluded.last_at",
-                    (
-                        batch.sink,
-                        batch.dataset,
-                        r.partition_id,
-                        seqs.get(r.partition_id, 0),
-                        r.reason,
-                        # The sink's fault is not the partition's: it never parks,
-                        # and the attempt does not count toward max_partition_attempts.
-                        int(r.retryable or r.sink_fault),
-                        0 if r.sink_fault else 1,
-                        now,
-                        now,
-                    ),
-                )
+                self._respool(batch, r, seqs.get(r.partition_id, 0), now)
             self._db.execute("DELETE FROM batch_partitions WHERE batch_id = ?", (batch.batch_id,))
             self._db.execute("DELETE FROM batches WHERE batch_id = ?", (batch.batch_id,))
             if exported:
@@ -422,6 +387,49 @@ class ProgressStore(LedgerMixin, CacheBindingMixin, HaltMixin):
                     " partitions_exported = partitions_exported + ? WHERE sink = ?",
                     (rows_exported, len(exported), batch.sink),
                 )
+
+    def _advance(self, batch: InFlightBatch, top: int, now: str, *, backfill: bool) -> None:
+        """Move the high-water (and a backfill's progress) to `top` (inside a transaction)."""
+        self._db.execute(
+            "INSERT OR IGNORE INTO progress"
+            " (sink, dataset, high_water, started_at, updated_at) VALUES (?, ?, 0, ?, ?)",
+            (batch.sink, batch.dataset, now, now),
+        )
+        self._db.execute(
+            "UPDATE progress SET high_water = MAX(high_water, ?), updated_at = ?"
+            " WHERE sink = ? AND dataset = ?",
+            (top, now, batch.sink, batch.dataset),
+        )
+        if backfill:
+            self._db.execute(
+                "UPDATE progress SET backfill_hw = MIN(start_seq, MAX(backfill_hw, ?))"
+                " WHERE sink = ? AND dataset = ?",
+                (top, batch.sink, batch.dataset),
+            )
+
+    def _respool(self, batch: InFlightBatch, r: RetryPartition, seq: int, now: str) -> None:
+        """Put one partition back for the next pass, counting the attempt (in a transaction)."""
+        self._db.execute(
+            "INSERT INTO respool (sink, dataset, partition_id, seq, reason, retryable,"
+            " attempts, first_at, last_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (sink, dataset, partition_id) DO UPDATE SET"
+            " reason = excluded.reason, retryable = excluded.retryable,"
+            " attempts = respool.attempts + excluded.attempts,"
+            " last_at = excluded.last_at",
+            (
+                batch.sink,
+                batch.dataset,
+                r.partition_id,
+                seq,
+                r.reason,
+                # The sink's fault is not the partition's: it never parks,
+                # and the attempt does not count toward max_partition_attempts.
+                int(r.retryable or r.sink_fault),
+                0 if r.sink_fault else 1,
+                now,
+                now,
+            ),
+        )
 
     # ---------------------------------------------------------- sink facts
 
