@@ -33,6 +33,7 @@ import attrs
 from hypaware.cache.identity import check_identity, new_identity
 from hypaware.cache.protocol import Cache, declared_identity
 from hypaware.core.errors import StateError
+from hypaware.core.types import DatasetInfo
 from hypaware.export.binding import CacheChange
 from hypaware.export.fanout import ObserverFanout
 from hypaware.export.identity import check_sink
@@ -176,47 +177,56 @@ def fix_start(
         return
     wanted = runner.spec.datasets
     for info in cache.datasets():
-        if wanted is not None and info.name not in wanted:
-            continue
-        ready = list(cache.ready_partitions(info.name))
-        start = state.start(name, info.name, max((p.seq for p in ready), default=0), now)
-        before = [p for p in ready if p.seq <= start]
-        rows = sum(p.row_count for p in before)
-        extra = {
-            "sink": name,
-            "dataset": info.name,
-            "start_seq": start,
-            "before_start_partitions": len(before),
-            "before_start_rows": rows,
-        }
-        if before and backfill:
-            log.info(
-                "sink %s: dataset %s starts after seq %d; this backfill sends the %d sealed "
-                "partitions (%d rows) before it",
-                name,
-                info.name,
-                start,
-                len(before),
-                rows,
-                extra=extra,
-            )
-        elif before:
-            log.warning(
-                "sink %s: dataset %s starts after seq %d: %d sealed partitions (%d rows) "
-                "before it are not exported; run with --backfill to send them",
-                name,
-                info.name,
-                start,
-                len(before),
-                rows,
-                extra=extra,
-            )
-        else:
-            log.info("sink %s starts dataset %s at its beginning", name, info.name, extra=extra)
-        observe.dataset_started(
+        if wanted is None or info.name in wanted:
+            _start_dataset(cache, state, name, info, observe, backfill=backfill, now=now)
+
+
+def _start_dataset(
+    cache: Cache,
+    state: ProgressStore,
+    name: str,
+    info: DatasetInfo,
+    observe: ObserverFanout,
+    *,
+    backfill: bool,
+    now: datetime | None,
+) -> None:
+    """Start `name` on `info` after what is sealed now; say what that leaves out."""
+    ready = list(cache.ready_partitions(info.name))
+    start = state.start(name, info.name, max((p.seq for p in ready), default=0), now)
+    before = [p for p in ready if p.seq <= start]
+    rows = sum(p.row_count for p in before)
+    extra = {
+        "sink": name,
+        "dataset": info.name,
+        "start_seq": start,
+        "before_start_partitions": len(before),
+        "before_start_rows": rows,
+    }
+    if before and backfill:
+        log.info(
+            "sink %s: dataset %s starts after seq %d; this backfill sends the %d sealed "
+            "partitions (%d rows) before it",
             name,
             info.name,
-            high_water=start,
-            skipped_partitions=len(before),
-            skipped_rows=rows,
+            start,
+            len(before),
+            rows,
+            extra=extra,
         )
+    elif before:
+        log.warning(
+            "sink %s: dataset %s starts after seq %d: %d sealed partitions (%d rows) "
+            "before it are not exported; run with --backfill to send them",
+            name,
+            info.name,
+            start,
+            len(before),
+            rows,
+            extra=extra,
+        )
+    else:
+        log.info("sink %s starts dataset %s at its beginning", name, info.name, extra=extra)
+    observe.dataset_started(
+        name, info.name, high_water=start, skipped_partitions=len(before), skipped_rows=rows
+    )
