@@ -42,7 +42,7 @@ from hypaware.core.errors import CacheError, ConfigError, StateError
 from hypaware.export.accounts import dataset_ledger
 from hypaware.export.identity import changes, fingerprint
 from hypaware.export.ledger import prior_state
-from hypaware.export.state import STATE_FILE, ProgressStore, SinkState
+from hypaware.export.state import STATE_FILE, ProgressStore, RespoolEntry, SinkState
 
 __all__ = ["collect_status", "register", "run", "sink_warnings", "state_warnings"]
 
@@ -93,72 +93,14 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
             configured = any(s.name == name for s in config.sinks)
             state = store.sink_state(name) if store is not None else None
             respooled = store.respooled(name) if store is not None and not replaced else []
-            per_dataset: dict[str, Any] = {}
-            wanted = None
-            if configured:
-                wanted = config.sink(name).datasets
-            for ds in datasets:
-                if wanted is not None and ds not in wanted:
-                    continue
-                hw = state.high_water.get(ds) if state is not None else None
-                entry: dict[str, Any] = {"high_water": hw, "ledger": None, "start": None}
-                if store is not None:
-                    ledger = dataset_ledger(cache, store, name, ds, replaced=replaced)
-                    entry["ledger"] = ledger.as_dict()
-                    entry["start"] = ledger.describe_start()
-                if hw is None:
-                    seen = store is not None and store.seen(name)
-                    entry["note"] = (
-                        "new dataset: the next pass exports it from its beginning"
-                        if seen
-                        else "not started: the sink starts after what is sealed when a driver "
-                        "first sees it (--backfill sends that too)"
-                    )
-                    entry["lag_partitions"] = 0
-                    entry["lag_rows"] = 0
-                else:
-                    behind = cache.ready_partitions(ds, after=0 if replaced else hw)
-                    again = [r for r in respooled if r.dataset == ds]
-                    held = store.parked(name, ds) if store is not None and not replaced else []
-                    refs = [cache.partition(ds, r.partition_id) for r in again]
-                    refs += [cache.partition(ds, p.partition_id) for p in held]
-                    entry["lag_partitions"] = len(behind) + len(again) + len(held)
-                    entry["lag_rows"] = sum(p.row_count for p in behind) + sum(
-                        r.row_count for r in refs if r is not None
-                    )
-                    entry["respooled"] = len(again)
-                per_dataset[ds] = entry
+            wanted = config.sink(name).datasets if configured else None
+            per_dataset = {
+                ds: _dataset_entry(cache, store, name, ds, state, respooled, replaced)
+                for ds in datasets
+                if wanted is None or ds in wanted
+            }
             doc = _sink_doc(configured, state, per_dataset, respooled)
-            parked = store.parked(name) if store is not None else []
-            doc["parked"] = len(parked)
-            doc["parked_partitions"] = [
-                {
-                    "dataset": p.dataset,
-                    "partition": p.partition_id,
-                    "reason": p.reason,
-                    "retryable": p.retryable,
-                    "attempts": p.attempts,
-                    "parked_at": _iso(p.parked_at),
-                }
-                for p in parked
-            ]
-            health = store.health(name) if store is not None else None
-            doc["failing"] = health is not None and health.error is not None
-            doc["error_since"] = _iso(health.error_since) if health else None
-            doc["error_partitions"] = health.error_partitions if health else 0
-            halt = store.halted(name) if store is not None else None
-            doc["halted"] = None if halt is None else halt.as_dict()
-            kept = store.last_maintenance(name) if store is not None else None
-            doc["maintenance"] = (
-                None
-                if kept is None
-                else {
-                    "at": _iso(kept[0]),
-                    "ok": bool(kept[1].get("ok", True)),
-                    "summary": str(kept[1].get("summary", "")),
-                    "errors": list(kept[1].get("errors", [])),
-                }
-            )
+            doc.update(_sink_facts(store, name) if store is not None else _no_facts())
             doc["warnings"] = sink_warnings(config, name, store) if configured else []
             out[name] = doc
         return {
@@ -170,6 +112,96 @@ def collect_status(config: HypawareConfig) -> dict[str, Any]:
     finally:
         if store is not None:
             store.close()
+
+
+def _dataset_entry(
+    cache: LocalCache,
+    store: ProgressStore | None,
+    name: str,
+    ds: str,
+    state: SinkState | None,
+    respooled: list[RespoolEntry],
+    replaced: bool,
+) -> dict[str, Any]:
+    """One dataset of one sink: its high-water, ledger, start point and lag."""
+    hw = state.high_water.get(ds) if state is not None else None
+    entry: dict[str, Any] = {"high_water": hw, "ledger": None, "start": None}
+    # One listing for the ledger and the lag, as a pass does.
+    sealed = cache.ready_partitions(ds)
+    if store is not None:
+        ledger = dataset_ledger(cache, store, name, ds, replaced=replaced, sealed=sealed)
+        entry["ledger"] = ledger.as_dict()
+        entry["start"] = ledger.describe_start()
+    if hw is None:
+        seen = store is not None and store.seen(name)
+        entry["note"] = (
+            "new dataset: the next pass exports it from its beginning"
+            if seen
+            else "not started: the sink starts after what is sealed when a driver "
+            "first sees it (--backfill sends that too)"
+        )
+        entry["lag_partitions"] = 0
+        entry["lag_rows"] = 0
+        return entry
+    floor = 0 if replaced else hw
+    behind = [p for p in sealed if p.seq > floor]
+    again = [r for r in respooled if r.dataset == ds]
+    held = store.parked(name, ds) if store is not None and not replaced else []
+    refs = [cache.partition(ds, r.partition_id) for r in again]
+    refs += [cache.partition(ds, p.partition_id) for p in held]
+    entry["lag_partitions"] = len(behind) + len(again) + len(held)
+    entry["lag_rows"] = sum(p.row_count for p in behind) + sum(
+        r.row_count for r in refs if r is not None
+    )
+    entry["respooled"] = len(again)
+    return entry
+
+
+def _no_facts() -> dict[str, Any]:
+    """A sink without a progress store: nothing parked, failing, halted or maintained."""
+    return {
+        "parked": 0,
+        "parked_partitions": [],
+        "failing": False,
+        "error_since": None,
+        "error_partitions": 0,
+        "halted": None,
+        "maintenance": None,
+    }
+
+
+def _sink_facts(store: ProgressStore, name: str) -> dict[str, Any]:
+    """What the progress store says of a sink beyond its datasets."""
+    parked = store.parked(name)
+    health = store.health(name)
+    halt = store.halted(name)
+    kept = store.last_maintenance(name)
+    return {
+        "parked": len(parked),
+        "parked_partitions": [
+            {
+                "dataset": p.dataset,
+                "partition": p.partition_id,
+                "reason": p.reason,
+                "retryable": p.retryable,
+                "attempts": p.attempts,
+                "parked_at": _iso(p.parked_at),
+            }
+            for p in parked
+        ],
+        "failing": health.error is not None,
+        "error_since": _iso(health.error_since),
+        "error_partitions": health.error_partitions,
+        "halted": None if halt is None else halt.as_dict(),
+        "maintenance": None
+        if kept is None
+        else {
+            "at": _iso(kept[0]),
+            "ok": bool(kept[1].get("ok", True)),
+            "summary": str(kept[1].get("summary", "")),
+            "errors": list(kept[1].get("errors", [])),
+        },
+    }
 
 
 def _binding(cache_dir: Path, store: ProgressStore | None) -> dict[str, Any]:
