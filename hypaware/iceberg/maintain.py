@@ -119,95 +119,25 @@ def maintain_table(
     snapshots are stamped with. `before_commit` runs before each
     compaction's commit (tests make a concurrent writer commit there).
     """
-    maint = config.maintenance
-    clock = wall_ms or (lambda: int(time.time() * 1000))
-    result: dict[str, Any] = {"dataset": dataset.name}
-    errors: list[str] = []
-
-    def step(name: str, fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except Exception as exc:
-            errors.append(f"{what}: {name}: {_brief(exc)}")
-            log.warning("%s: maintenance: %s failed: %s", what, name, _brief(exc))
-
-    def properties() -> None:
-        def apply() -> tuple[str, ...]:
-            table.refresh()
-            current = table.metadata.properties
-            missing = {k: v for k, v in wanted_properties(config).items() if k not in current}
-            if missing:
-                with table.transaction() as tx:
-                    tx.set_properties(missing)
-            return tuple(sorted(missing))
-
-        result["properties_set"] = _retry(apply, config)
-
-    def compact() -> None:
-        closed = now - dt.timedelta(seconds=maint.compact_after)
-        closed_before = (closed.astimezone(dt.UTC).date() - _EPOCH.date()).days
-        table.refresh()
-        bins = plan_compaction(
-            live_files(table), target_size=config.target_file_size, closed_before=closed_before
-        )
-        days: dict[str, None] = {}
-        replaced = written = lost = 0
-        for bin in bins:
-            try:
-                out = compact_bin(
-                    table,
-                    dataset,
-                    bin,
-                    files=files,
-                    encoder=encoder,
-                    sink=sink,
-                    what=what,
-                    before_commit=before_commit,
-                )
-            except (CommitFailedException, ValidationError, ValidationException) as exc:
-                # Another writer changed these files first; the next run plans again.
-                lost += 1
-                log.info("%s: compaction of day %s lost a race: %s", what, bin.day, _brief(exc))
-                continue
-            days[layout.day_label(bin.day)] = None
-            replaced += len(bin.files)
-            written += len(out)
-        result.update(
-            days_compacted=tuple(days),
-            files_replaced=replaced,
-            files_written=written,
-            compactions_lost=lost,
-        )
-
-    def expire() -> None:
-        def apply() -> tuple[int, int]:
-            table.refresh()
-            plan = plan_expiry(
-                table,
-                keep_snapshots=maint.keep_snapshots,
-                keep_for_ms=int(maint.keep_for * 1000),
-                now_ms=clock(),
-            )
-            return expire_snapshots(table, plan, delete=table.io.delete)
-
-        expired, deleted = _retry(apply, config)
-        result.update(snapshots_expired=expired, files_deleted=deleted)
-
-    def leftovers() -> None:
-        # Never younger than an hour, whatever keep_for says: another process's
-        # compaction may be between writing its files and committing them.
-        age = max(maint.keep_for, LEFTOVER_MIN_AGE)
-        result["leftovers_deleted"] = _delete_leftovers(
-            table, files, sink, older_than_ms=clock() - int(age * 1000)
-        )
-
-    step("setting table properties", properties)
-    if maint.compact:
-        step("compaction", compact)
-    step("snapshot expiry", expire)
-    step("removing leftover compaction files", leftovers)
-    out = TableMaintenance(**result, errors=tuple(errors))
-    if out.changed or errors:
+    run = _Run(
+        table,
+        dataset,
+        config,
+        files,
+        encoder,
+        sink,
+        what,
+        now,
+        wall_ms or (lambda: int(time.time() * 1000)),
+        before_commit,
+    )
+    run.step("setting table properties", run.properties)
+    if config.maintenance.compact:
+        run.step("compaction", run.compact)
+    run.step("snapshot expiry", run.expire)
+    run.step("removing leftover compaction files", run.leftovers)
+    out = TableMaintenance(dataset=dataset.name, **run.result, errors=tuple(run.errors))
+    if out.changed or out.errors:
         log.info(
             "%s: maintenance: %d files compacted into %d, %d snapshots expired, "
             "%d files deleted, %d leftovers removed",
@@ -220,6 +150,110 @@ def maintain_table(
             extra={"sink": sink, "maintenance": out.as_dict()},
         )
     return out
+
+
+@attrs.define
+class _Run:
+    """One maintenance run of one table: its steps, and what they did."""
+
+    table: Table
+    dataset: DatasetInfo
+    config: IcebergConfig
+    files: DataFileWriter
+    encoder: Encoder
+    sink: str
+    what: str
+    now: dt.datetime
+    wall_ms: Callable[[], int]
+    before_commit: Callable[[], None] | None
+    result: dict[str, Any] = attrs.field(factory=dict)
+    errors: list[str] = attrs.field(factory=list)
+
+    def step(self, name: str, fn: Callable[[], None]) -> None:
+        """Run one step; a failure is noted and the next step runs."""
+        try:
+            fn()
+        except Exception as exc:
+            self.errors.append(f"{self.what}: {name}: {_brief(exc)}")
+            log.warning("%s: maintenance: %s failed: %s", self.what, name, _brief(exc))
+
+    def properties(self) -> None:
+        table, config = self.table, self.config
+
+        def apply() -> tuple[str, ...]:
+            table.refresh()
+            current = table.metadata.properties
+            missing = {k: v for k, v in wanted_properties(config).items() if k not in current}
+            if missing:
+                with table.transaction() as tx:
+                    tx.set_properties(missing)
+            return tuple(sorted(missing))
+
+        self.result["properties_set"] = _retry(apply, config)
+
+    def compact(self) -> None:
+        closed = self.now - dt.timedelta(seconds=self.config.maintenance.compact_after)
+        closed_before = (closed.astimezone(dt.UTC).date() - _EPOCH.date()).days
+        self.table.refresh()
+        bins = plan_compaction(
+            live_files(self.table),
+            target_size=self.config.target_file_size,
+            closed_before=closed_before,
+        )
+        days: dict[str, None] = {}
+        replaced = written = lost = 0
+        for bin in bins:
+            try:
+                out = compact_bin(
+                    self.table,
+                    self.dataset,
+                    bin,
+                    files=self.files,
+                    encoder=self.encoder,
+                    sink=self.sink,
+                    what=self.what,
+                    before_commit=self.before_commit,
+                )
+            except (CommitFailedException, ValidationError, ValidationException) as exc:
+                # Another writer changed these files first; the next run plans again.
+                lost += 1
+                log.info(
+                    "%s: compaction of day %s lost a race: %s", self.what, bin.day, _brief(exc)
+                )
+                continue
+            days[layout.day_label(bin.day)] = None
+            replaced += len(bin.files)
+            written += len(out)
+        self.result.update(
+            days_compacted=tuple(days),
+            files_replaced=replaced,
+            files_written=written,
+            compactions_lost=lost,
+        )
+
+    def expire(self) -> None:
+        table, maint = self.table, self.config.maintenance
+
+        def apply() -> tuple[int, int]:
+            table.refresh()
+            plan = plan_expiry(
+                table,
+                keep_snapshots=maint.keep_snapshots,
+                keep_for_ms=int(maint.keep_for * 1000),
+                now_ms=self.wall_ms(),
+            )
+            return expire_snapshots(table, plan, delete=table.io.delete)
+
+        expired, deleted = _retry(apply, self.config)
+        self.result.update(snapshots_expired=expired, files_deleted=deleted)
+
+    def leftovers(self) -> None:
+        # Never younger than an hour, whatever keep_for says: another process's
+        # compaction may be between writing its files and committing them.
+        age = max(self.config.maintenance.keep_for, LEFTOVER_MIN_AGE)
+        self.result["leftovers_deleted"] = _delete_leftovers(
+            self.table, self.files, self.sink, older_than_ms=self.wall_ms() - int(age * 1000)
+        )
 
 
 def _retry(fn: Callable[[], Any], config: IcebergConfig) -> Any:
