@@ -31,7 +31,7 @@ import asyncio
 import datetime as dt
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -71,6 +71,7 @@ from hypaware.iceberg.compact import live_files
 from hypaware.iceberg.datafiles import DataFileWriter, WrittenFile
 from hypaware.iceberg.fileio import ObstoreFileIO, StoreRoot, register_root, unregister_root
 from hypaware.iceberg.maintain import TableMaintenance, maintain_table, wanted_properties
+from hypaware.iceberg.pipeline import ReadBatch
 from hypaware.iceberg.record import read_record, writer_key
 from hypaware.iceberg.scan import scan_table
 from hypaware.iceberg.schema import (
@@ -257,18 +258,7 @@ class IcebergTableFormat:
         dataset = batch.dataset
         ids = [p.id for p in batch.partitions]
         digest = layout.batch_digest(batch.batch_id, ids)
-        try:
-            table = self.load_table(dataset, on_wait=on_wait)
-        except IncompatibleSchemaError as exc:
-            raise IcebergError(
-                f"{what}: cannot register the table: {exc}", retryable=False
-            ) from exc
-        except IcebergError as exc:
-            raise IcebergError(f"{what}: {exc}", retryable=exc.retryable) from exc
-        except Exception as exc:
-            raise IcebergError(f"{what}: cannot load or register the table: {_brief(exc)}") from exc
-        assert table is not None
-
+        table = self._table_for(dataset, what, on_wait)
         record = read_record(table, what)
         if record.legacy and _begun_before(batch.batch_id, record.since):
             # Maybe committed before the table had a record: only its batch id can tell.
@@ -280,26 +270,65 @@ class IcebergTableFormat:
         # written again. Another cache's partition with the same id is not this one.
         held = held_partitions(record, batch, batch.partitions)
         if held:
-            key = writer_key(batch.cache_identity, self.sink)
-            log.info(
-                "%s: partitions %s of cache %s are already committed; not written again",
-                what,
-                ", ".join(sorted(held)),
-                key,
-                extra={"sink": self.sink, "cache_identity": key, "partitions": sorted(held)},
-            )
-            rest = tuple(p for p in batch.partitions if p.id not in held)
-            if not rest:
-                return ExportResult(exported=ids, already_held=sorted(held))
-            result = self._write(attrs.evolve(batch, partitions=rest), what, on_wait)
-            return attrs.evolve(
-                result,
-                exported=[*sorted(held), *result.exported],
-                already_held=[*sorted(held), *result.already_held],
-            )
-
+            return self._write_rest(batch, held, what, on_wait)
         table = self._evolve(table, dataset, what, on_wait)
         check_layout(table, dataset, what)
+        try:
+            return self._write_files(table, batch, digest, what, on_wait)
+        except PartitionsLanded as exc:
+            # Written again without them: their rows are in this batch's files too.
+            log.info("%s: %s; writing the batch again without them", what, exc)
+            return self._write(batch, what, on_wait)
+
+    def _table_for(self, dataset: DatasetInfo, what: str, on_wait: RetryWait | None) -> Table:
+        """The dataset's table, registered if new; `IcebergError` saying why it cannot be."""
+        try:
+            table = self.load_table(dataset, on_wait=on_wait)
+        except IncompatibleSchemaError as exc:
+            raise IcebergError(
+                f"{what}: cannot register the table: {exc}", retryable=False
+            ) from exc
+        except IcebergError as exc:
+            raise IcebergError(f"{what}: {exc}", retryable=exc.retryable) from exc
+        except Exception as exc:
+            raise IcebergError(f"{what}: cannot load or register the table: {_brief(exc)}") from exc
+        assert table is not None  # create=True registers a missing table
+        return table
+
+    def _write_rest(
+        self, batch: ExportBatch, held: Collection[str], what: str, on_wait: RetryWait | None
+    ) -> ExportResult:
+        """Acknowledge the `held` partitions (already committed) and write the rest."""
+        ids = [p.id for p in batch.partitions]
+        key = writer_key(batch.cache_identity, self.sink)
+        log.info(
+            "%s: partitions %s of cache %s are already committed; not written again",
+            what,
+            ", ".join(sorted(held)),
+            key,
+            extra={"sink": self.sink, "cache_identity": key, "partitions": sorted(held)},
+        )
+        rest = tuple(p for p in batch.partitions if p.id not in held)
+        if not rest:
+            return ExportResult(exported=ids, already_held=sorted(held))
+        result = self._write(attrs.evolve(batch, partitions=rest), what, on_wait)
+        return attrs.evolve(
+            result,
+            exported=[*sorted(held), *result.exported],
+            already_held=[*sorted(held), *result.already_held],
+        )
+
+    def _write_files(
+        self,
+        table: Table,
+        batch: ExportBatch,
+        digest: str,
+        what: str,
+        on_wait: RetryWait | None,
+    ) -> ExportResult:
+        """Write the batch's data files and commit them; `PartitionsLanded` if some landed
+        meanwhile (the files are deleted: the caller writes the batch again without them)."""
+        dataset = batch.dataset
         target = write_schema(table.schema(), dataset.schema.names)
         files = self._files_for(table)
         written: list[WrittenFile] = []
@@ -323,44 +352,14 @@ class IcebergTableFormat:
                 backoff=self.config.commit_backoff,
                 on_wait=on_wait,
             )
-        except PartitionsLanded as exc:
-            # Written again without them: their rows are in this batch's files too.
+        except PartitionsLanded:
             files.delete(written)
-            log.info("%s: %s; writing the batch again without them", what, exc)
-            return self._write(batch, what, on_wait)
+            raise
         except BaseException as exc:
-            if not committing or did_not_land(exc):
-                files.delete(written)
-            elif written:
-                log.warning(
-                    "%s: the commit of batch %s may or may not have landed (%s); its data files "
-                    "are kept and the next attempt will find out",
-                    what,
-                    batch.batch_id,
-                    _brief(exc),
-                )
-            if isinstance(exc, CommitFailedException) or is_conflict(exc):
-                raise IcebergError(
-                    f"{what}: commit lost to other writers {self.config.commit_retries + 1} "
-                    f"times: {_brief(exc)}"
-                ) from exc
-            if isinstance(exc, ValidationError):
-                raise IcebergError(f"{what}: commit refused: {exc}", retryable=False) from exc
+            self._failed_commit(exc, batch, files, written, committing, what)
             raise
         if outcome == "already":
-            # Every partition landed meanwhile. By an earlier attempt of this very
-            # batch: its files have the names ours have (and the same bytes), so they
-            # stay, the snapshot reads them. By another batch: ours are leftovers.
-            done = find_commit(table, batch.batch_id, digest)
-            if done is not None:
-                result = already_committed(batch, done)
-            else:
-                # Maintenance may have expired that snapshot already: a file the
-                # table reads is never a leftover, whatever the history says.
-                live = {f.file_path for f in live_files(table)}
-                files.delete([w for w in written if w.location not in live])
-                result = ExportResult(exported=read.ok, retry_partitions=read.failed)
-            return attrs.evolve(result, already_held=result.exported)
+            return self._landed_meanwhile(table, batch, digest, files, written, read)
         return ExportResult(
             exported=read.ok,
             retry_partitions=read.failed,
@@ -368,6 +367,60 @@ class IcebergTableFormat:
             bytes_written=sum(w.size for w in written),
             files_written=len(written),
         )
+
+    def _failed_commit(
+        self,
+        exc: BaseException,
+        batch: ExportBatch,
+        files: DataFileWriter,
+        written: list[WrittenFile],
+        committing: bool,
+        what: str,
+    ) -> None:
+        """Clean up after a write or commit that raised `exc`; raise what to report instead."""
+        if not committing or did_not_land(exc):
+            files.delete(written)
+        elif written:
+            log.warning(
+                "%s: the commit of batch %s may or may not have landed (%s); its data files "
+                "are kept and the next attempt will find out",
+                what,
+                batch.batch_id,
+                _brief(exc),
+            )
+        if isinstance(exc, CommitFailedException) or is_conflict(exc):
+            raise IcebergError(
+                f"{what}: commit lost to other writers {self.config.commit_retries + 1} "
+                f"times: {_brief(exc)}"
+            ) from exc
+        if isinstance(exc, ValidationError):
+            raise IcebergError(f"{what}: commit refused: {exc}", retryable=False) from exc
+
+    def _landed_meanwhile(
+        self,
+        table: Table,
+        batch: ExportBatch,
+        digest: str,
+        files: DataFileWriter,
+        written: list[WrittenFile],
+        read: ReadBatch,
+    ) -> ExportResult:
+        """Every partition landed while this attempt wrote.
+
+        By an earlier attempt of this very batch: its files have the names
+        ours have (and the same bytes), so they stay, the snapshot reads them.
+        By another batch: ours are leftovers.
+        """
+        done = find_commit(table, batch.batch_id, digest)
+        if done is not None:
+            result = already_committed(batch, done)
+        else:
+            # Maintenance may have expired that snapshot already: a file the
+            # table reads is never a leftover, whatever the history says.
+            live = {f.file_path for f in live_files(table)}
+            files.delete([w for w in written if w.location not in live])
+            result = ExportResult(exported=read.ok, retry_partitions=read.failed)
+        return attrs.evolve(result, already_held=result.exported)
 
     def _files_for(self, table: Table) -> DataFileWriter:
         # A REST catalog that vends credentials with the table: data files use them too.
