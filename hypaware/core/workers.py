@@ -61,6 +61,81 @@ class Task:
         self.fn = fn
 
 
+class _TaskRun:
+    """The state `run_tasks` shares between its threads: the ready heap and who is busy.
+
+    The heap is ordered by priority, then by the order tasks became ready.
+    """
+
+    def __init__(self) -> None:
+        self._counter = itertools.count()
+        self._ready: list[tuple[int, int, Task]] = []
+        self._cond = threading.Condition()
+        self._running = 0
+        self._errors: list[BaseException] = []
+
+    def push(self, new: Iterable[Task]) -> None:
+        for task in new:
+            heapq.heappush(self._ready, (task.priority, next(self._counter), task))
+
+    def run_inline(self) -> None:
+        while self._ready:
+            self.push(heapq.heappop(self._ready)[2].fn())
+
+    def run_threads(self, workers: int) -> None:
+        """Work on this thread and `workers - 1` more; raise the first error once all stop."""
+        started: list[threading.Thread] = []
+        try:
+            for i in range(workers - 1):
+                thread = threading.Thread(
+                    target=self.work, name=f"hypaware-worker-{i}", daemon=True
+                )
+                started.append(thread)
+                thread.start()
+            self.work()
+        except BaseException as exc:
+            # Interrupted (Ctrl-C) or unable to start a thread: the others stop after
+            # their running task instead of working through what is left, or waiting
+            # for a task of this thread that will never end.
+            with self._cond:
+                self._errors.append(exc)
+                self._cond.notify_all()
+            raise
+        finally:
+            for thread in started:
+                if thread.ident is not None:  # it did start
+                    thread.join()
+        if self._errors:
+            raise self._errors[0]
+
+    def work(self) -> None:
+        """Run the most urgent ready task, again and again, until none is left or one failed."""
+        while True:
+            with self._cond:
+                # Nothing ready but a task still running: it may make more.
+                while not self._ready and self._running and not self._errors:
+                    self._cond.wait()
+                if self._errors or not self._ready:
+                    self._cond.notify_all()
+                    return
+                task = heapq.heappop(self._ready)[2]
+                self._running += 1
+            self._run(task)
+
+    def _run(self, task: Task) -> None:
+        failed: BaseException | None = None
+        try:
+            made = list(task.fn())
+        except BaseException as exc:
+            made, failed = [], exc
+        with self._cond:
+            self._running -= 1
+            if failed is not None:
+                self._errors.append(failed)
+            self.push(made)
+            self._cond.notify_all()
+
+
 def run_tasks(tasks: Iterable[Task], *, workers: int) -> None:
     """Run `tasks` and every task they make ready, on up to `workers` threads.
 
@@ -72,64 +147,9 @@ def run_tasks(tasks: Iterable[Task], *, workers: int) -> None:
     tasks from starting and is raised once the running ones have finished:
     no thread outlives this call.
     """
-    counter = itertools.count()
-    ready: list[tuple[int, int, Task]] = []
-
-    def push(new: Iterable[Task]) -> None:
-        for task in new:
-            heapq.heappush(ready, (task.priority, next(counter), task))
-
-    push(tasks)
+    run = _TaskRun()
+    run.push(tasks)
     if workers <= 1:
-        while ready:
-            push(heapq.heappop(ready)[2].fn())
+        run.run_inline()
         return
-    cond = threading.Condition()
-    running = 0
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        nonlocal running
-        while True:
-            with cond:
-                # Nothing ready but a task still running: it may make more.
-                while not ready and running and not errors:
-                    cond.wait()
-                if errors or not ready:
-                    cond.notify_all()
-                    return
-                task = heapq.heappop(ready)[2]
-                running += 1
-            failed: BaseException | None = None
-            try:
-                made = list(task.fn())
-            except BaseException as exc:
-                made, failed = [], exc
-            with cond:
-                running -= 1
-                if failed is not None:
-                    errors.append(failed)
-                push(made)
-                cond.notify_all()
-
-    started: list[threading.Thread] = []
-    try:
-        for i in range(workers - 1):
-            thread = threading.Thread(target=work, name=f"hypaware-worker-{i}", daemon=True)
-            started.append(thread)
-            thread.start()
-        work()
-    except BaseException as exc:
-        # Interrupted (Ctrl-C) or unable to start a thread: the others stop after
-        # their running task instead of working through what is left, or waiting
-        # for a task of this thread that will never end.
-        with cond:
-            errors.append(exc)
-            cond.notify_all()
-        raise
-    finally:
-        for thread in started:
-            if thread.ident is not None:  # it did start
-                thread.join()
-    if errors:
-        raise errors[0]
+    run.run_threads(workers)

@@ -92,6 +92,26 @@ class Timeouts:
     deadline: float = 360.0
 
 
+@attrs.define
+class _BatchTally:
+    """What one `RequestSink.export_batch` call delivered, and what it hands back.
+
+    Once `stop_reason` is set, every partition left is handed back with it
+    untried (a sink fault when `stop_fault`).
+    """
+
+    exported: list[str] = attrs.Factory(list)
+    retry: list[RetryPartition] = attrs.Factory(list)
+    rows: int = 0
+    size: int = 0
+    stop_reason: str | None = None
+    stop_fault: bool = False
+    unexpected: bool = False
+
+    def stop(self, reason: str, *, sink_fault: bool = False) -> None:
+        self.stop_reason, self.stop_fault = reason, sink_fault
+
+
 class RequestSink(AsyncClosing):
     """A `hypaware.core.contracts.Sink` that POSTs chunks of rows through a `Wire`.
 
@@ -185,64 +205,76 @@ class RequestSink(AsyncClosing):
     async def _export(self, batch: ExportBatch, opts: ExportOptions) -> ExportResult:
         loop = asyncio.get_running_loop()
         deadline = None if opts.timeout is None else loop.time() + opts.timeout
-        exported: list[str] = []
-        retry: list[RetryPartition] = []
-        rows = size = 0
-        stop_reason: str | None = None
-        unexpected = False
-        stop_fault = False
+        tally = _BatchTally()
         for part in batch.partitions:
-            if stop_reason is not None:
-                retry.append(RetryPartition(part.id, stop_reason, sink_fault=stop_fault))
-                continue
-            try:
-                n, b = await self._export_partition(batch, part, deadline, opts)
-            except WaitAbortedError:
-                stop_reason = f"sink {self.name!r} closed before this partition was delivered"
-                retry.append(RetryPartition(part.id, stop_reason))
-            except (BudgetExceededError, DeadlineExceededError) as exc:
-                # Backpressure or an endpoint out of reach past the budget: the
-                # endpoint's state, not the rows', so the sink halts on a backoff.
-                reason = self._scrub(f"partition {part.id}: {exc}")
-                retry.append(RetryPartition(part.id, reason, sink_fault=True))
-                stop_reason = (
-                    f"not tried: endpoint {safe_url(self.wire.url(batch.dataset.name))} "
-                    "is applying backpressure or cannot be reached"
+            if tally.stop_reason is not None:
+                tally.retry.append(
+                    RetryPartition(part.id, tally.stop_reason, sink_fault=tally.stop_fault)
                 )
-                stop_fault = True
-            except PermanentRequestError as exc:
-                reason = self._scrub(str(exc))
-                if exc.rows_fault:
-                    retry.append(RetryPartition(part.id, reason, retryable=False))
-                else:
-                    retry.append(RetryPartition(part.id, reason, retryable=False, sink_fault=True))
-                    stop_reason, stop_fault = f"not tried: the sink halted: {reason}", True
-            except ConfigError as exc:
-                reason = self._scrub(str(exc))
-                retry.append(RetryPartition(part.id, reason, retryable=False, sink_fault=True))
-                stop_reason, stop_fault = f"not tried: the sink halted: {reason}", True
-            except EncodeError as exc:
-                retry.append(RetryPartition(part.id, self._scrub(str(exc)), retryable=False))
-            except (HypawareError, OSError) as exc:
-                retry.append(RetryPartition(part.id, self._scrub(str(exc))))
-            except Exception as exc:
-                # The contract: report, never raise through the driver.
-                reason = self._scrub(f"unexpected {describe(exc)}")
-                if not unexpected:
-                    # A bug, not a destination failure: its traceback once per batch.
-                    log.error(
-                        "sink %r: partition %s: %s", self.name, part.id, reason, exc_info=True
-                    )
-                unexpected = True
-                retry.append(RetryPartition(part.id, reason))
-            else:
-                exported.append(part.id)
-                rows += n
-                size += b
-        self._log_failures(batch, retry)
+                continue
+            await self._try_partition(batch, part, deadline, opts, tally)
+        self._log_failures(batch, tally.retry)
         return ExportResult(
-            exported=exported, retry_partitions=retry, rows_written=rows, bytes_written=size
+            exported=tally.exported,
+            retry_partitions=tally.retry,
+            rows_written=tally.rows,
+            bytes_written=tally.size,
         )
+
+    async def _try_partition(
+        self,
+        batch: ExportBatch,
+        part: PartitionRef,
+        deadline: float | None,
+        opts: ExportOptions,
+        tally: _BatchTally,
+    ) -> None:
+        """Export `part` and record in `tally` how it went, halting the batch if it must."""
+        try:
+            n, b = await self._export_partition(batch, part, deadline, opts)
+        except WaitAbortedError:
+            reason = f"sink {self.name!r} closed before this partition was delivered"
+            tally.stop(reason)
+            tally.retry.append(RetryPartition(part.id, reason))
+        except (BudgetExceededError, DeadlineExceededError) as exc:
+            # Backpressure or an endpoint out of reach past the budget: the
+            # endpoint's state, not the rows', so the sink halts on a backoff.
+            reason = self._scrub(f"partition {part.id}: {exc}")
+            tally.retry.append(RetryPartition(part.id, reason, sink_fault=True))
+            tally.stop(
+                f"not tried: endpoint {safe_url(self.wire.url(batch.dataset.name))} "
+                "is applying backpressure or cannot be reached",
+                sink_fault=True,
+            )
+        except PermanentRequestError as exc:
+            reason = self._scrub(str(exc))
+            if exc.rows_fault:
+                tally.retry.append(RetryPartition(part.id, reason, retryable=False))
+            else:
+                tally.retry.append(
+                    RetryPartition(part.id, reason, retryable=False, sink_fault=True)
+                )
+                tally.stop(f"not tried: the sink halted: {reason}", sink_fault=True)
+        except ConfigError as exc:
+            reason = self._scrub(str(exc))
+            tally.retry.append(RetryPartition(part.id, reason, retryable=False, sink_fault=True))
+            tally.stop(f"not tried: the sink halted: {reason}", sink_fault=True)
+        except EncodeError as exc:
+            tally.retry.append(RetryPartition(part.id, self._scrub(str(exc)), retryable=False))
+        except (HypawareError, OSError) as exc:
+            tally.retry.append(RetryPartition(part.id, self._scrub(str(exc))))
+        except Exception as exc:
+            # The contract: report, never raise through the driver.
+            reason = self._scrub(f"unexpected {describe(exc)}")
+            if not tally.unexpected:
+                # A bug, not a destination failure: its traceback once per batch.
+                log.error("sink %r: partition %s: %s", self.name, part.id, reason, exc_info=True)
+            tally.unexpected = True
+            tally.retry.append(RetryPartition(part.id, reason))
+        else:
+            tally.exported.append(part.id)
+            tally.rows += n
+            tally.size += b
 
     def _log_failures(self, batch: ExportBatch, retry: list[RetryPartition]) -> None:
         """One line per batch and reason (the driver warns with the same counts)."""
@@ -315,76 +347,29 @@ class RequestSink(AsyncClosing):
         opts: ExportOptions,
     ) -> int:
         headers = self.wire.headers(chunk, identity)
+        policy = self._policy_until(deadline)
+        # Measured on the sink's clock, the one its waits advance, so a
+        # fake-clock test sees waits and the deadline on one time line.
+        chunk_deadline = self._clock() + self.deadline
+        delivery = _ChunkDelivery(self, url, chunk, identity, headers, chunk_deadline, opts)
+        return await retry_call(
+            delivery.attempt,
+            policy,
+            sleep=self._abort,
+            clock=self._clock,
+            on_wait=delivery.on_wait,
+            time_left=delivery.time_left,
+        )
+
+    def _policy_until(self, deadline: float | None) -> BackoffPolicy:
+        """The backoff policy, its budget cut to what is left before the export's `deadline`."""
         policy = self.policy
         loop = asyncio.get_running_loop()
         if deadline is not None:
             left = max(0.0, deadline - loop.time())
             if left < policy.budget:
                 policy = attrs.evolve(policy, budget=left)
-        # Measured on the sink's clock, the one its waits advance, so a
-        # fake-clock test sees waits and the deadline on one time line.
-        chunk_deadline = self._clock() + self.deadline
-
-        wire = self.wire
-
-        def time_left() -> float:
-            return chunk_deadline - self._clock()
-
-        async def attempt() -> int:
-            # A wire may sign each attempt afresh (the webhook's timestamped signature).
-            sent = wire.stamp(headers, chunk, self._clock())
-            started_ns = time.time_ns()
-            began = time.perf_counter()
-            status: int | None = None
-            error: str | None = None
-            try:
-                try:
-                    async with asyncio.timeout(max(0.0, time_left())):
-                        reply = await self._abort.run(self._post(url, chunk, sent))
-                except TimeoutError:
-                    raise DeadlineExceededError(
-                        f"chunk {chunk.index}: no answer from {safe_url(url)} within the "
-                        f"request deadline of {self.deadline:g}s (requests and waits together)"
-                    ) from None
-                status = reply.status
-                return self._judge(reply, chunk, url)
-            except BaseException as exc:
-                error = f"http {status}" if status is not None else type(exc).__name__
-                raise
-            finally:
-                if opts.on_request is not None:
-                    opts.on_request(
-                        RequestEvent(
-                            method="POST",
-                            url=safe_url(url),
-                            status=status,
-                            started_ns=started_ns,
-                            seconds=time.perf_counter() - began,
-                            error=error,
-                        )
-                    )
-
-        def on_wait(exc: Backpressure, seconds: float, attempt_no: int) -> None:
-            if opts.on_retry_wait is not None:
-                opts.on_retry_wait(seconds, exc.cause)
-            log.info(
-                "sink %r: chunk %d of partition %s: %s; attempt %d, retrying in %.3gs",
-                self.name,
-                chunk.index,
-                identity.partition,
-                self._scrub(exc.reason),
-                attempt_no,
-                seconds,
-            )
-
-        return await retry_call(
-            attempt,
-            policy,
-            sleep=self._abort,
-            clock=self._clock,
-            on_wait=on_wait,
-            time_left=time_left,
-        )
+        return policy
 
     async def _post(self, url: str, chunk: Chunk, headers: dict[str, str]) -> Reply:
         import httpx
@@ -448,6 +433,79 @@ class RequestSink(AsyncClosing):
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
+
+
+@attrs.frozen
+class _ChunkDelivery:
+    """The attempts `retry_call` makes at delivering one chunk of `sink`.
+
+    `deadline` is on the sink's clock and bounds the chunk's requests and
+    waits together.
+    """
+
+    sink: RequestSink
+    url: str
+    chunk: Chunk
+    identity: ChunkIdentity
+    headers: dict[str, str]
+    deadline: float
+    opts: ExportOptions
+
+    def time_left(self) -> float:
+        return self.deadline - self.sink._clock()
+
+    async def attempt(self) -> int:
+        """POST the chunk once and judge the reply; `on_request` hears of it either way."""
+        # A wire may sign each attempt afresh (the webhook's timestamped signature).
+        sent = self.sink.wire.stamp(self.headers, self.chunk, self.sink._clock())
+        started_ns = time.time_ns()
+        began = time.perf_counter()
+        status: int | None = None
+        error: str | None = None
+        try:
+            reply = await self._post_in_time(sent)
+            status = reply.status
+            return self.sink._judge(reply, self.chunk, self.url)
+        except BaseException as exc:
+            error = f"http {status}" if status is not None else type(exc).__name__
+            raise
+        finally:
+            if self.opts.on_request is not None:
+                self.opts.on_request(
+                    RequestEvent(
+                        method="POST",
+                        url=safe_url(self.url),
+                        status=status,
+                        started_ns=started_ns,
+                        seconds=time.perf_counter() - began,
+                        error=error,
+                    )
+                )
+
+    async def _post_in_time(self, headers: dict[str, str]) -> Reply:
+        """`RequestSink._post`, cut short when the deadline passes or the sink closes."""
+        try:
+            async with asyncio.timeout(max(0.0, self.time_left())):
+                reply = await self.sink._abort.run(self.sink._post(self.url, self.chunk, headers))
+        except TimeoutError:
+            raise DeadlineExceededError(
+                f"chunk {self.chunk.index}: no answer from {safe_url(self.url)} within the "
+                f"request deadline of {self.sink.deadline:g}s (requests and waits together)"
+            ) from None
+        return reply
+
+    def on_wait(self, exc: Backpressure, seconds: float, attempt_no: int) -> None:
+        if self.opts.on_retry_wait is not None:
+            self.opts.on_retry_wait(seconds, exc.cause)
+        log.info(
+            "sink %r: chunk %d of partition %s: %s; attempt %d, retrying in %.3gs",
+            self.sink.name,
+            self.chunk.index,
+            self.identity.partition,
+            self.sink._scrub(exc.reason),
+            attempt_no,
+            seconds,
+        )
 
 
 if TYPE_CHECKING:

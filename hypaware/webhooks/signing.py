@@ -179,6 +179,70 @@ def _keys(secret: str | bytes | Iterable[str | bytes]) -> list[bytes]:
     return [secret_key(s) for s in items]
 
 
+def _timestamp(headers: Mapping[str, str]) -> int:
+    stamp = _header(headers, "webhook-timestamp")
+    if not stamp.isascii() or not stamp.isdigit():
+        raise WebhookVerificationError(
+            "missing", f"header webhook-timestamp {stamp[:40]!r} is not whole seconds"
+        )
+    return int(stamp)
+
+
+def _check_signature(
+    headers: Mapping[str, str],
+    msg_id: str,
+    timestamp: int,
+    body: bytes,
+    secret: str | bytes | Iterable[str | bytes],
+) -> None:
+    """Refuse the request unless one offered ``v1`` signature is that of one of the keys."""
+    offered = [
+        entry[3:]
+        for entry in _header(headers, "webhook-signature").split()
+        if entry.startswith("v1,")
+    ]
+    keys = _keys(secret)
+    expected = [_signature(k, msg_id, timestamp, body) for k in keys]
+    if not any(hmac.compare_digest(e, o) for e in expected for o in offered):
+        raise WebhookVerificationError(
+            "signature", f"no webhook-signature of message {msg_id[:80]!r} matches the secret"
+        )
+
+
+def _check_timestamp(msg_id: str, timestamp: int, current: float, tolerance: float) -> None:
+    if abs(current - timestamp) > tolerance:
+        raise WebhookVerificationError(
+            "timestamp",
+            f"webhook-timestamp {timestamp} of message {msg_id[:80]!r} is "
+            f"{current - timestamp:+.0f}s from now, outside the tolerance of {tolerance:g}s",
+        )
+
+
+def _routed(headers: Mapping[str, str], msg_id: str, timestamp: int) -> VerifiedWebhook:
+    """The routing headers decoded, refused unless they hash to the signed `msg_id`."""
+    route = {name: _header(headers, name) for name in _ROUTE}
+    index = route["x-hyp-chunk-index"]
+    if not index.isascii() or not index.isdigit():
+        raise WebhookVerificationError("missing", f"header X-Hyp-Chunk-Index {index[:40]!r}")
+    verified = VerifiedWebhook(
+        id=msg_id,
+        timestamp=timestamp,
+        gateway=route["x-hyp-gateway"],
+        sink=unquote(route["x-hyp-sink"]),
+        dataset=unquote(route["x-hyp-dataset"]),
+        partition=unquote(route["x-hyp-partition"]),
+        chunk_index=int(index),
+    )
+    identity = ChunkIdentity(verified.gateway, verified.sink, verified.dataset, verified.partition)
+    if chunk_id(identity, verified.chunk_index, route["x-hyp-content-sha256"]) != msg_id:
+        raise WebhookVerificationError(
+            "route",
+            f"the X-Hyp-* routing headers (dataset {verified.dataset[:80]!r}, sink "
+            f"{verified.sink[:80]!r}) do not match the signed webhook-id {msg_id[:80]!r}",
+        )
+    return verified
+
+
 def verify(
     headers: Mapping[str, str],
     body: bytes,
@@ -207,50 +271,11 @@ def verify(
     """
     lower = {k.lower(): v for k, v in headers.items()}
     msg_id = _header(lower, "webhook-id")
-    stamp = _header(lower, "webhook-timestamp")
-    if not stamp.isascii() or not stamp.isdigit():
-        raise WebhookVerificationError(
-            "missing", f"header webhook-timestamp {stamp[:40]!r} is not whole seconds"
-        )
-    timestamp = int(stamp)
-    offered = [
-        entry[3:]
-        for entry in _header(lower, "webhook-signature").split()
-        if entry.startswith("v1,")
-    ]
-    keys = _keys(secret)
-    expected = [_signature(k, msg_id, timestamp, body) for k in keys]
-    if not any(hmac.compare_digest(e, o) for e in expected for o in offered):
-        raise WebhookVerificationError(
-            "signature", f"no webhook-signature of message {msg_id[:80]!r} matches the secret"
-        )
+    timestamp = _timestamp(lower)
+    _check_signature(lower, msg_id, timestamp, body, secret)
     current = time.time() if now is None else now
-    if abs(current - timestamp) > tolerance:
-        raise WebhookVerificationError(
-            "timestamp",
-            f"webhook-timestamp {timestamp} of message {msg_id[:80]!r} is "
-            f"{current - timestamp:+.0f}s from now, outside the tolerance of {tolerance:g}s",
-        )
-    route = {name: _header(lower, name) for name in _ROUTE}
-    index = route["x-hyp-chunk-index"]
-    if not index.isascii() or not index.isdigit():
-        raise WebhookVerificationError("missing", f"header X-Hyp-Chunk-Index {index[:40]!r}")
-    verified = VerifiedWebhook(
-        id=msg_id,
-        timestamp=timestamp,
-        gateway=route["x-hyp-gateway"],
-        sink=unquote(route["x-hyp-sink"]),
-        dataset=unquote(route["x-hyp-dataset"]),
-        partition=unquote(route["x-hyp-partition"]),
-        chunk_index=int(index),
-    )
-    identity = ChunkIdentity(verified.gateway, verified.sink, verified.dataset, verified.partition)
-    if chunk_id(identity, verified.chunk_index, route["x-hyp-content-sha256"]) != msg_id:
-        raise WebhookVerificationError(
-            "route",
-            f"the X-Hyp-* routing headers (dataset {verified.dataset[:80]!r}, sink "
-            f"{verified.sink[:80]!r}) do not match the signed webhook-id {msg_id[:80]!r}",
-        )
+    _check_timestamp(msg_id, timestamp, current, tolerance)
+    verified = _routed(lower, msg_id, timestamp)
     if seen is not None and seen.seen(msg_id, current):
         raise WebhookVerificationError(
             "replay", f"message {msg_id[:80]!r} was already received (a replay)"
