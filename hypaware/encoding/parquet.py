@@ -132,6 +132,12 @@ class ParquetEncoder:
             stream.flush()
 
         try:
+            if table.nbytes <= ChunkSink.RELAY_BYTES:
+                # Its pages are no more than one hand-off: written here, without
+                # the thread a relay starts (most of a small file's cost).
+                write()
+                yield from sink.take()
+                return
             # pyarrow writes a row group in one call; relayed, its pages go
             # out as they are made instead of piling up until it returns.
             yield from relayed(

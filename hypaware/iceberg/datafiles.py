@@ -10,6 +10,7 @@ commit registers (see `hypaware.iceberg.commit`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -211,7 +212,15 @@ class DataFileWriter:
                 raise
 
         try:
-            obstore.put(self._root.store, key, counted(), chunk_size=PUT_CHUNK_SIZE)
+            stream = counted()
+            head = _head(stream, PUT_CHUNK_SIZE)
+            if head.complete:
+                # A file smaller than one part goes in one request: a multipart
+                # upload costs three (and, on local disk, a staging file).
+                obstore.put(self._root.store, key, b"".join(head.chunks), use_multipart=False)
+            else:
+                whole = itertools.chain(head.chunks, stream)
+                obstore.put(self._root.store, key, whole, chunk_size=PUT_CHUNK_SIZE)
         except Exception as exc:
             if producer_error is not None:
                 # The encoder failed, not the store: its own error says more.
@@ -275,6 +284,24 @@ class DataFileWriter:
             key_metadata=None,
             **stats.to_serialized_dict(),
         )
+
+
+@attrs.frozen
+class _Head:
+    chunks: list[bytes]
+    complete: bool
+
+
+def _head(chunks: Iterator[bytes], limit: int) -> _Head:
+    """The first chunks of `chunks`, up to `limit` bytes or the end, whichever comes first."""
+    taken: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        taken.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return _Head(taken, complete=False)
+    return _Head(taken, complete=True)
 
 
 def _footer_of(tail: bytes | None) -> pq.FileMetaData | None:

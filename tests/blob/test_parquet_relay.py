@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hypaware import EncodeError
+from hypaware.encoding import parquet as parquet_module
 from hypaware.encoding._relay import relayed
 from hypaware.encoding._stream import ChunkSink
 from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
@@ -193,3 +194,28 @@ def test_a_dictionary_stops_growing_at_dictionary_page_size() -> None:
     assert dictionary_page_bytes(default, 1) < 1024
     for data in (default, roomy):
         assert pq.read_table(io.BytesIO(data)).equals(table)
+
+
+def test_a_small_row_group_is_written_on_the_callers_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    relays: list[str] = []
+    real = parquet_module.relayed
+
+    def counting(*args: object, **kwargs: object) -> Iterator[bytes]:
+        relays.append("relayed")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(parquet_module, "relayed", counting)
+    config = ParquetConfig(compression="none", dictionary=False, row_group_size=ROWS)
+    encoder = ParquetEncoder(config)
+    small = random_table(rows=1_000)
+    assert small.nbytes <= ChunkSink.RELAY_BYTES
+    files = [b"".join(chunks) for chunks in encoder.encode(small.schema, small.to_batches())]
+    assert relays == []
+    assert pq.read_table(io.BytesIO(files[0])).equals(small)
+    # A row group past one hand-off still goes through the relay.
+    big = random_table()
+    [b"".join(chunks) for chunks in encoder.encode(big.schema, big.to_batches())]
+    assert relays == ["relayed"]
+    assert not writer_threads()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from unittest import mock
 
 import pyarrow as pa
 import pytest
@@ -139,14 +140,19 @@ def test_rows_in_time_order_are_grouped_in_the_order_a_sort_gives(
     key = pa.array([k for _, k in rows] + [None] * null_times, pa.string()) if keyed else None
     days = layout.day_numbers(ts).fill_null(layout._NULL_DAY)
     filled = ts.cast(pa.int64()).fill_null(layout._NULL_TIME)
-    grouped = layout._grouped_order(days, key, filled)
+    grouped = layout._grouped_order(days, key, filled, min_rows=2)
     assert grouped is not None
     assert grouped.to_pylist() == layout._sort_order(days, key, filled).to_pylist()
     table = pa.table({"ts": ts, "k": key if keyed else pa.nulls(len(ts), pa.string())})
-    _check_plan(table, "k" if keyed else None)
+    with mock.patch.object(layout, "_GROUPED_MIN_ROWS", 2):
+        _check_plan(table, "k" if keyed else None)
     if len(set(micros)) > 1:
         backwards = pa.array(list(reversed(micros)), pa.int64())
-        assert layout._grouped_order(days.slice(0, len(micros)), None, backwards) is None
+        assert (
+            layout._grouped_order(days.slice(0, len(micros)), None, backwards, min_rows=2) is None
+        )
+    # Fewer rows than the grouping pays for: left to the sort.
+    assert layout._grouped_order(days, key, filled) is None
 
 
 @given(st.integers(min_value=-1_000_000, max_value=3_000_000))
