@@ -45,7 +45,12 @@ from pyiceberg.table import FileScanTask
 
 from hypaware.iceberg import layout
 from hypaware.iceberg.catalog import IcebergError
-from hypaware.iceberg.commit import SUMMARY_DAYS, SUMMARY_SINK, drop_unlisted_manifests
+from hypaware.iceberg.commit import (
+    SUMMARY_DAYS,
+    SUMMARY_SINK,
+    ViewTransaction,
+    drop_unlisted_manifests,
+)
 from hypaware.iceberg.datafiles import DataFileWriter, WrittenFile
 from hypaware.iceberg.schema import write_schema
 
@@ -215,7 +220,7 @@ def _commit(table: Table, bin: Bin, data_files: Sequence[DataFile], sink: str) -
     # attempt, that each is still live in the parent (ValidationException if
     # not), and a rebase keeps whatever the newer parent added.
     with (
-        table.transaction() as tx,
+        ViewTransaction(table) as tx,
         tx.update_snapshot(snapshot_properties=props).overwrite() as rewrite,
     ):
         for f in bin.files:

@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 from pyiceberg.manifest import ManifestEntryStatus
+from pyiceberg.table.update.snapshot import ExpireSnapshots
 
-from hypaware.iceberg.commit import SUMMARY_BATCH_ID
+from hypaware.iceberg.commit import SUMMARY_BATCH_ID, ViewTransaction
 from hypaware.iceberg.record import SUMMARY_RECORD, _ancestry, read_record
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def expire_snapshots(
     if not plan.expire:
         return 0, 0
     gone = [s for s in table.metadata.snapshots if s.snapshot_id in plan.expire]
-    table.maintenance.expire_snapshots().by_ids(sorted(plan.expire)).commit()
+    ExpireSnapshots(ViewTransaction(table, autocommit=True)).by_ids(sorted(plan.expire)).commit()
     return len(gone), delete_unreachable(table, gone, delete=delete)
 
 

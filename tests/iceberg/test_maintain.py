@@ -282,3 +282,36 @@ async def test_expiry_keeps_the_chain_to_the_record_and_young_snapshots(tmp_path
     young = plan_expiry(table, keep_snapshots=1, keep_for_ms=10**9, now_ms=newest)
     assert young.expire == frozenset()
     await sink.close()
+
+
+async def test_expiring_many_snapshots_makes_the_tables_metadata_a_few_times_not_per_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pyiceberg's transaction deep-copies the metadata on every read; expiring by id
+    read it twice per snapshot, which grew a maintenance run with the table's history."""
+    import pyiceberg.table
+
+    from hypaware.iceberg.expire import expire_snapshots, plan_expiry
+
+    sink = build_sink(sink_config(tmp_path))
+    fmt = sink.table  # type: ignore[attr-defined]
+    await _passes(sink, days=1, per_day=12)
+    table = fmt.load_table(DATASET)
+    newest = max(s.timestamp_ms for s in table.metadata.snapshots)
+    plan = plan_expiry(table, keep_snapshots=1, keep_for_ms=0, now_ms=newest + 1)
+    assert len(plan.expire) >= 10
+
+    made: list[int] = []
+    real = pyiceberg.table.update_table_metadata
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pyiceberg.table, "update_table_metadata", counted)
+    removed, _ = expire_snapshots(table, plan, delete=table.io.delete)
+    assert removed == len(plan.expire)
+    assert len(made) <= 3, f"{len(made)} metadata copies to expire {removed} snapshots"
+    table.refresh()
+    assert {s.snapshot_id for s in table.metadata.snapshots} == plan.keep
+    await sink.close()
