@@ -34,6 +34,13 @@ def filesystem(store: Any, prefix: str, guard: KeyGuard | None = None) -> tuple[
     Read the dataset ``events`` with
     ``pyarrow.dataset.dataset(f"{root}/events", filesystem=fs, partitioning="hive")``.
     """
+    fs = _bound_filesystem_class(store, guard)("s3")
+    root = f"{BUCKET}/{prefix}" if prefix else BUCKET
+    return fs, root
+
+
+def _bound_filesystem_class(store: Any, guard: KeyGuard | None) -> type[Any]:
+    """An `FsspecStore` subclass over `store` alone, every path it touches shown to `guard`."""
     from obstore.fsspec import FsspecStore
 
     class _BoundFilesystem(FsspecStore):
@@ -91,6 +98,4 @@ def filesystem(store: Any, prefix: str, guard: KeyGuard | None = None) -> tuple[
             self._split_path(path)
             return super()._open(path, mode, block_size, autocommit, cache_options, **kwargs)
 
-    fs = _BoundFilesystem("s3")
-    root = f"{BUCKET}/{prefix}" if prefix else BUCKET
-    return fs, root
+    return _BoundFilesystem

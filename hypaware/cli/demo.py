@@ -15,11 +15,11 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from hypaware.cache.local import LocalCache
 from hypaware.cli.common import error, errors
-from hypaware.cli.demo_cache import DEMO_DATASET, demo_config, seed_demo_cache
+from hypaware.cli.demo_cache import DEMO_DATASET, DemoSeed, demo_config, seed_demo_cache
 from hypaware.cli.export import format_bytes
 from hypaware.core.config_loader import load_config
 from hypaware.core.errors import ConfigError, HypawareError
@@ -48,13 +48,7 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.dir).expanduser().resolve()
     config_path = root / "hypaware.json"
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        cache = LocalCache(root / "cache")
-        seeded = None
-        if not cache.has_dataset(DEMO_DATASET):
-            seeded = seed_demo_cache(cache)
-        if not config_path.exists():
-            config_path.write_text(json.dumps(demo_config(), indent=2) + "\n", encoding="utf-8")
+        cache, seeded = _set_up(root, config_path)
         config = load_config(config_path)
         report = asyncio.run(_export(config))
     except ConfigError as exc:
@@ -69,6 +63,35 @@ def run(args: argparse.Namespace) -> int:
     size = sum(f.stat().st_size for f in files)
     out = sys.stdout
     print("hypaware demo", file=out)
+    _print_seeded(seeded, out)
+    print(
+        f"  cache     {root / 'cache'}  ({len(parts)} sealed partitions of "
+        f"{DEMO_DATASET!r}, by conversation and hour)",
+        file=out,
+    )
+    print(f"  config    {config_path}", file=out)
+    _print_exported(report, out)
+    print(
+        f"  archive   {export_dir}  ({len(files)} Parquet files, {format_bytes(size)} in all)",
+        file=out,
+    )
+    _print_next_steps(config_path, export_dir, out)
+    return 0 if report.ok else 1
+
+
+def _set_up(root: Path, config_path: Path) -> tuple[LocalCache, DemoSeed | None]:
+    """The demo cache, seeded if it has no events yet, and the config, written if missing."""
+    root.mkdir(parents=True, exist_ok=True)
+    cache = LocalCache(root / "cache")
+    seeded = None
+    if not cache.has_dataset(DEMO_DATASET):
+        seeded = seed_demo_cache(cache)
+    if not config_path.exists():
+        config_path.write_text(json.dumps(demo_config(), indent=2) + "\n", encoding="utf-8")
+    return cache, seeded
+
+
+def _print_seeded(seeded: DemoSeed | None, out: TextIO) -> None:
     if seeded is not None:
         print(
             f"  seeded    {seeded.rows:,} events in {seeded.conversations} conversations, "
@@ -77,12 +100,9 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print("  seeded    nothing new (the demo cache was already there)", file=out)
-    print(
-        f"  cache     {root / 'cache'}  ({len(parts)} sealed partitions of "
-        f"{DEMO_DATASET!r}, by conversation and hour)",
-        file=out,
-    )
-    print(f"  config    {config_path}", file=out)
+
+
+def _print_exported(report: RunReport, out: TextIO) -> None:
     for name, r in report.sinks.items():
         print(
             f"  exported  sink {name!r}: {r.partitions} partitions, {r.rows:,} rows, "
@@ -91,10 +111,10 @@ def run(args: argparse.Namespace) -> int:
         )
         for message in r.errors:
             print(f"  error     sink {name!r}: {message}", file=out)
-    print(
-        f"  archive   {export_dir}  ({len(files)} Parquet files, {format_bytes(size)} in all)",
-        file=out,
-    )
+
+
+def _print_next_steps(config_path: Path, export_dir: Path, out: TextIO) -> None:
+    """How to query what was exported, and how to export again."""
     glob = f"{export_dir}/{DEMO_DATASET}/**/*.parquet"
     print("\nQuery it (cache and archive together, every row once):", file=out)
     print(f"  hypaware query --config {config_path} {DEMO_DATASET} --limit 10", file=out)
@@ -114,7 +134,6 @@ def run(args: argparse.Namespace) -> int:
     print("\nExport again (finds nothing new) and look at progress:", file=out)
     print(f"  hypaware export --config {config_path} --once", file=out)
     print(f"  hypaware status --config {config_path}", file=out)
-    return 0 if report.ok else 1
 
 
 async def _export(config: Any) -> RunReport:

@@ -27,6 +27,8 @@ from hypaware.cli.common import add_config_argument, checked_config, iso_utc
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from hypaware.core.config import HypawareConfig
+
 __all__ = ["format_table", "register", "run"]
 
 FORMATS = ("table", "csv", "jsonl", "parquet")
@@ -95,55 +97,45 @@ def _error(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hypaware.core.errors import ConfigError, HypawareError, PluginError
-    from hypaware.querying.api import CacheOnlyWarning, plan_query
-    from hypaware.querying.errors import QueryError, SourceUnreadableError
-
-    if args.format == "parquet" and args.output is None and sys.stdout.isatty():
-        _error("--format parquet writes binary: give --output FILE (or redirect stdout)")
-        return 2
-    if args.sql is not None:
-        try:
-            import duckdb  # noqa: F401
-        except ImportError:
-            _error("--sql needs DuckDB, which is not installed: pip install 'hypaware[query]'")
-            return 2
-
-    import asyncio
-
     # Taken repeated like every --sink, so a second one is refused, not silently the one used.
     sinks = list(dict.fromkeys(args.sink or []))
-    if len(sinks) > 1:
-        named = ", ".join(repr(s) for s in sinks)
-        _error(f"a query reads one sink besides the cache; --sink named {named}: give one")
+    refusal = _refused_arguments(args, sinks)
+    if refusal is not None:
+        _error(refusal)
         return 2
 
     checked = checked_config("query", args)
     if isinstance(checked, int):
         return checked
     config, _plans = checked
+    return _query(config, args, sinks)
+
+
+def _refused_arguments(args: argparse.Namespace, sinks: list[str]) -> str | None:
+    """Why the arguments cannot work together, checked before the config is read."""
+    if args.format == "parquet" and args.output is None and sys.stdout.isatty():
+        return "--format parquet writes binary: give --output FILE (or redirect stdout)"
+    if args.sql is not None:
+        try:
+            import duckdb  # noqa: F401
+        except ImportError:
+            return "--sql needs DuckDB, which is not installed: pip install 'hypaware[query]'"
+    if len(sinks) > 1:
+        named = ", ".join(repr(s) for s in sinks)
+        return f"a query reads one sink besides the cache; --sink named {named}: give one"
+    return None
+
+
+def _query(config: HypawareConfig, args: argparse.Namespace, sinks: list[str]) -> int:
+    """Run the query and write its rows; the exit status, each failure reported on stderr."""
+    from hypaware.core.errors import ConfigError, HypawareError, PluginError
+    from hypaware.querying.api import CacheOnlyWarning
+    from hypaware.querying.errors import QueryError, SourceUnreadableError
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CacheOnlyWarning)
         try:
-            _plan, reader = asyncio.run(
-                plan_query(
-                    config,
-                    args.dataset,
-                    columns=args.columns,
-                    since=args.since,
-                    until=args.until,
-                    keys=args.key,
-                    where=args.where,
-                    limit=None if args.sql else args.limit,
-                    sink=sinks[0] if sinks else None,
-                    allow_partial=args.allow_partial,
-                )
-            )
-            _notes(caught)
-            if args.sql is not None:
-                reader = _sql(reader, args.dataset, args.sql, args.limit)
-            _write(reader, args)
+            _plan_and_write(config, args, sinks, caught)
         except SourceUnreadableError as exc:
             _error(str(exc))
             return 1
@@ -165,6 +157,36 @@ def run(args: argparse.Namespace) -> int:
         finally:
             _notes(caught)
     return 0
+
+
+def _plan_and_write(
+    config: HypawareConfig,
+    args: argparse.Namespace,
+    sinks: list[str],
+    caught: list[warnings.WarningMessage],
+) -> None:
+    import asyncio
+
+    from hypaware.querying.api import plan_query
+
+    _plan, reader = asyncio.run(
+        plan_query(
+            config,
+            args.dataset,
+            columns=args.columns,
+            since=args.since,
+            until=args.until,
+            keys=args.key,
+            where=args.where,
+            limit=None if args.sql else args.limit,
+            sink=sinks[0] if sinks else None,
+            allow_partial=args.allow_partial,
+        )
+    )
+    _notes(caught)
+    if args.sql is not None:
+        reader = _sql(reader, args.dataset, args.sql, args.limit)
+    _write(reader, args)
 
 
 def _notes(caught: list[warnings.WarningMessage]) -> None:

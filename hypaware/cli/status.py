@@ -299,6 +299,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_view(doc: dict[str, Any], *, verbose: bool, out: TextIO) -> None:
     """The terminal view: one line per sink and dataset, then what needs a look."""
+    short = _shortener(verbose)
+    print_table(_ledger_rows(doc), out)
+    for change in doc["cache_changes"][-1:]:
+        print(f"cache: {change['description']}", file=out)
+    for warning in doc["warnings"]:
+        print(f"warning: {warning}", file=out)
+    for name, s in doc["sinks"].items():
+        _print_sink_notes(name, s, verbose=verbose, short=short, out=out)
+
+
+def _shortener(verbose: bool) -> Callable[[str], str]:
+    """A reason on one line, cut to `_REASON_SHOWN` characters unless `verbose`."""
 
     def short(text: str) -> str:
         text = " ".join(text.split())
@@ -306,6 +318,11 @@ def _print_view(doc: dict[str, Any], *, verbose: bool, out: TextIO) -> None:
             return text
         return text[: _REASON_SHOWN - 1] + "…"
 
+    return short
+
+
+def _ledger_rows(doc: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The table: a heading, then the ledger's rows per sink and dataset and the last run."""
     head = ("SINK", "DATASET", "EXPORTED", "PENDING", "IN FLIGHT", "PARKED", "BEFORE START")
     rows: list[tuple[str, ...]] = [(*head, "LAST RUN")]
     for name, s in doc["sinks"].items():
@@ -329,35 +346,41 @@ def _print_view(doc: dict[str, Any], *, verbose: bool, out: TextIO) -> None:
                     _seconds(s["last_run"]) or "never",
                 )
             )
-    print_table(rows, out)
-    for change in doc["cache_changes"][-1:]:
-        print(f"cache: {change['description']}", file=out)
-    for warning in doc["warnings"]:
+    return rows
+
+
+def _print_sink_notes(
+    name: str,
+    s: dict[str, Any],
+    *,
+    verbose: bool,
+    short: Callable[[str], str],
+    out: TextIO,
+) -> None:
+    """What needs a look in one sink: error, start points, parked, halt, upkeep, warnings."""
+    if s["failing"] and s["last_error"]:
+        print(
+            f"error: {name} since {_seconds(s['error_since'])}: {short(s['last_error'])}",
+            file=out,
+        )
+    for ds, d in s["datasets"].items():
+        if d["start"] is not None and d["ledger"]["before_start"]["partitions"]:
+            print(f"start: {name} {ds}: {d['start']}", file=out)
+    _print_parked(name, s["parked_partitions"], verbose=verbose, short=short, out=out)
+    if s.get("halted"):
+        h = s["halted"]
+        print(
+            f"halted: {name} since {_seconds(h['since'])} ({h['attempts']} tries): "
+            f"{short(h['reason'])}; nothing parked, rows wait pending; "
+            f"next try {_seconds(h['next_try'])}",
+            file=out,
+        )
+    kept = s.get("maintenance")
+    if kept is not None:
+        state = "maintained" if kept["ok"] else "maintenance failed"
+        print(f"{state}: {name} at {_seconds(kept['at'])}: {short(kept['summary'])}", file=out)
+    for warning in s["warnings"]:
         print(f"warning: {warning}", file=out)
-    for name, s in doc["sinks"].items():
-        if s["failing"] and s["last_error"]:
-            print(
-                f"error: {name} since {_seconds(s['error_since'])}: {short(s['last_error'])}",
-                file=out,
-            )
-        for ds, d in s["datasets"].items():
-            if d["start"] is not None and d["ledger"]["before_start"]["partitions"]:
-                print(f"start: {name} {ds}: {d['start']}", file=out)
-        _print_parked(name, s["parked_partitions"], verbose=verbose, short=short, out=out)
-        if s.get("halted"):
-            h = s["halted"]
-            print(
-                f"halted: {name} since {_seconds(h['since'])} ({h['attempts']} tries): "
-                f"{short(h['reason'])}; nothing parked, rows wait pending; "
-                f"next try {_seconds(h['next_try'])}",
-                file=out,
-            )
-        kept = s.get("maintenance")
-        if kept is not None:
-            state = "maintained" if kept["ok"] else "maintenance failed"
-            print(f"{state}: {name} at {_seconds(kept['at'])}: {short(kept['summary'])}", file=out)
-        for warning in s["warnings"]:
-            print(f"warning: {warning}", file=out)
 
 
 def _print_parked(

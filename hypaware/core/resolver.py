@@ -174,35 +174,54 @@ def _resolve_sink(
     problems: list[Problem],
     env: Mapping[str, str],
 ) -> SinkPlan | None:
+    if spec.shape == "request":
+        return _resolve_request_sink(spec, registry, problems, env)
+    return _resolve_blob_sink(spec, registry, problems, env)
+
+
+def _resolve_request_sink(
+    spec: SinkSpec,
+    registry: Registry,
+    problems: list[Problem],
+    env: Mapping[str, str],
+) -> SinkPlan | None:
     path = f"sinks.{spec.name}"
     label = f"sink {spec.name!r}"
     before = len(problems)
-
-    if spec.shape == "request":
-        assert spec.plugin is not None
-        plugin = _lookup(registry, spec.plugin, f"{path}.plugin", problems)
-        if plugin is None:
-            return None
-        if SINK not in plugin.provides:
-            problems.append(
-                Problem(
-                    f"{path}.plugin",
-                    f"{label}: plugin {plugin.name} is {_a(plugin.kind)} "
-                    f"(provides {_caps(plugin)}), not a request sink ({SINK}); "
-                    f"{_a(plugin.kind)} belongs in a blob sink's 'writer' + 'destination' pair",
-                )
+    assert spec.plugin is not None
+    plugin = _lookup(registry, spec.plugin, f"{path}.plugin", problems)
+    if plugin is None:
+        return None
+    if SINK not in plugin.provides:
+        problems.append(
+            Problem(
+                f"{path}.plugin",
+                f"{label}: plugin {plugin.name} is {_a(plugin.kind)} "
+                f"(provides {_caps(plugin)}), not a request sink ({SINK}); "
+                f"{_a(plugin.kind)} belongs in a blob sink's 'writer' + 'destination' pair",
             )
-            return None
-        configs = _structure_components(spec, [plugin], path, problems, env)
-        if configs is None or len(problems) > before:
-            return None
-        return SinkPlan(
-            spec=spec,
-            shape="request",
-            queryable=plugin.queryable,
-            plugin=Component(plugin, configs[0]),
         )
+        return None
+    configs = _structure_components(spec, [plugin], path, problems, env)
+    if configs is None or len(problems) > before:
+        return None
+    return SinkPlan(
+        spec=spec,
+        shape="request",
+        queryable=plugin.queryable,
+        plugin=Component(plugin, configs[0]),
+    )
 
+
+def _resolve_blob_sink(
+    spec: SinkSpec,
+    registry: Registry,
+    problems: list[Problem],
+    env: Mapping[str, str],
+) -> SinkPlan | None:
+    path = f"sinks.{spec.name}"
+    label = f"sink {spec.name!r}"
+    before = len(problems)
     assert spec.writer is not None
     assert spec.destination is not None
     writer = _lookup(registry, spec.writer, f"{path}.writer", problems)
@@ -212,28 +231,68 @@ def _resolve_sink(
     )
     if writer is None or destination is None or (spec.encoder and explicit_encoder is None):
         return None
-
-    if not writer.provides & {ENCODER, TABLE_FORMAT}:
-        problems.append(
-            Problem(
-                f"{path}.writer",
-                f"{label}: writer {writer.name} is {_a(writer.kind)} (provides {_caps(writer)}); "
-                f"a writer must provide {ENCODER} or {TABLE_FORMAT}",
-            )
-        )
+    if not _check_writer_kind(writer, path, label, problems):
         return None
+    encoder = _writer_encoder(spec, writer, explicit_encoder, registry, path, problems)
+    _check_destination_provides(writer, encoder, destination, path, label, problems)
+    if encoder is None:
+        return None
+    if BLOB_STORE not in destination.provides:
+        # Not a blob store at all: its own keys would only add noise to the real
+        # problem (the pair), so only the writer's keys are checked.
+        _structure_components(spec, [writer], path, problems, env, also=_field_names(destination))
+        return None
+    return _blob_plan(spec, writer, destination, encoder, path, problems, env, before)
 
+
+def _check_writer_kind(
+    writer: PluginManifest, path: str, label: str, problems: list[Problem]
+) -> bool:
+    """Whether `writer` can be a blob sink's writer; a problem appended if not."""
+    if writer.provides & {ENCODER, TABLE_FORMAT}:
+        return True
+    problems.append(
+        Problem(
+            f"{path}.writer",
+            f"{label}: writer {writer.name} is {_a(writer.kind)} (provides {_caps(writer)}); "
+            f"a writer must provide {ENCODER} or {TABLE_FORMAT}",
+        )
+    )
+    return False
+
+
+def _writer_encoder(
+    spec: SinkSpec,
+    writer: PluginManifest,
+    explicit: PluginManifest | None,
+    registry: Registry,
+    path: str,
+    problems: list[Problem],
+) -> PluginManifest | None:
+    """The encoder that writes the files: the writer itself, or one chosen for a table format."""
+    label = f"sink {spec.name!r}"
     encoder: PluginManifest | None = writer if ENCODER in writer.provides else None
     if ENCODER in writer.requires:
-        encoder = _choose_encoder(spec, writer, explicit_encoder, registry, path, problems)
-    elif explicit_encoder is not None:
+        encoder = _choose_encoder(spec, writer, explicit, registry, path, problems)
+    elif explicit is not None:
         problems.append(
             Problem(
                 f"{path}.encoder",
                 f"{label}: writer {writer.name} does not take an encoder (only table formats do)",
             )
         )
+    return encoder
 
+
+def _check_destination_provides(
+    writer: PluginManifest,
+    encoder: PluginManifest | None,
+    destination: PluginManifest,
+    path: str,
+    label: str,
+    problems: list[Problem],
+) -> None:
+    """A problem for every capability the writer or encoder needs that nothing provides."""
     available = set(destination.provides)
     if encoder is not None and encoder is not writer:
         available |= encoder.provides
@@ -248,14 +307,23 @@ def _resolve_sink(
                     f"destination {destination.name} provides {_caps(destination)}",
                 )
             )
-    if encoder is None:
-        return None
-    if BLOB_STORE not in destination.provides:
-        # Not a blob store at all: its own keys would only add noise to the real
-        # problem (the pair), so only the writer's keys are checked.
-        _structure_components(spec, [writer], path, problems, env, also=_field_names(destination))
-        return None
 
+
+def _blob_plan(
+    spec: SinkSpec,
+    writer: PluginManifest,
+    destination: PluginManifest,
+    encoder: PluginManifest,
+    path: str,
+    problems: list[Problem],
+    env: Mapping[str, str],
+    before: int,
+) -> SinkPlan | None:
+    """The blob sink's plan once its parts fit, or None if any part's config has problems.
+
+    `before` is the count of problems when the sink's resolution began: any
+    found since means no plan.
+    """
     parts = [writer, destination] + ([encoder] if encoder is not writer else [])
     configs = _structure_components(spec, parts, path, problems, env)
     if configs is None or len(problems) > before:

@@ -94,55 +94,72 @@ def _build(
     env: Mapping[str, str] | None,
     state_dir: str | os.PathLike[str] | None,
 ) -> Sink:
-    from hypaware.core.contracts import BlobStore, Encoder, TableFormat
+    ctx = _build_context(plan, config=config, env=env, state_dir=state_dir)
+    if plan.plugin is not None:
+        sink: Sink = _make(ctx, plan.plugin, Sink)
+        return sink
+    return _compose_blob_sink(plan, ctx)
 
+
+def _build_context(
+    plan: SinkPlan,
+    *,
+    config: HypawareConfig | None,
+    env: Mapping[str, str] | None,
+    state_dir: str | os.PathLike[str] | None,
+) -> BuildContext:
     base = Path(config.base_dir) if config is not None and config.base_dir else Path.cwd()
     if state_dir is not None:
         state = Path(state_dir)
     else:
         state = config.state_path if config is not None else base / ".hypaware"
-    ctx = BuildContext(
+    return BuildContext(
         sink_name=plan.name,
         state_dir=state / "sinks" / plan.name,
         base_dir=base,
         env=dict(os.environ) if env is None else dict(env),
     )
 
-    def make(component: Component, expected: type, *args: Any, **kwargs: Any) -> Any:
-        factory = component.manifest.load_factory()
-        try:
-            obj = factory(component.config, ctx, *args, **kwargs)
-        except ConfigError:
-            raise
-        except HypawareError as exc:
-            raise PluginError(
-                f"sink {plan.name!r}: plugin {component.name} failed to build: {exc}"
-            ) from exc
-        except Exception as exc:
-            raise PluginError(
-                f"sink {plan.name!r}: plugin {component.name} failed to build: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        if not isinstance(obj, expected):
-            raise PluginError(
-                f"sink {plan.name!r}: factory of plugin {component.name} returned a "
-                f"{type(obj).__name__}, which is not a {expected.__name__}"
-            )
-        return obj
 
-    if plan.plugin is not None:
-        sink: Sink = make(plan.plugin, Sink)
-        return sink
+def _make(
+    ctx: BuildContext, component: Component, expected: type, /, *args: Any, **kwargs: Any
+) -> Any:
+    """What `component`'s factory builds for the sink, checked to be an `expected`."""
+    factory = component.manifest.load_factory()
+    try:
+        obj = factory(component.config, ctx, *args, **kwargs)
+    except ConfigError:
+        raise
+    except HypawareError as exc:
+        raise PluginError(
+            f"sink {ctx.sink_name!r}: plugin {component.name} failed to build: {exc}"
+        ) from exc
+    except Exception as exc:
+        raise PluginError(
+            f"sink {ctx.sink_name!r}: plugin {component.name} failed to build: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if not isinstance(obj, expected):
+        raise PluginError(
+            f"sink {ctx.sink_name!r}: factory of plugin {component.name} returned a "
+            f"{type(obj).__name__}, which is not a {expected.__name__}"
+        )
+    return obj
+
+
+def _compose_blob_sink(plan: SinkPlan, ctx: BuildContext) -> Sink:
+    """A `TableSink` for a table format, else a `BlobSink`: destination first, then encoder."""
+    from hypaware.core.contracts import BlobStore, Encoder, TableFormat
 
     assert plan.writer is not None
     assert plan.destination is not None
     assert plan.encoder is not None
-    store = make(plan.destination, BlobStore)
-    encoder = make(plan.encoder, Encoder)
+    store = _make(ctx, plan.destination, BlobStore)
+    encoder = _make(ctx, plan.encoder, Encoder)
     if TABLE_FORMAT in plan.writer.manifest.provides:
         from hypaware.blob.table_sink import TableSink
 
-        table = make(plan.writer, TableFormat, store=store, encoder=encoder)
+        table = _make(ctx, plan.writer, TableFormat, store=store, encoder=encoder)
         return TableSink(plan.name, table)
     from hypaware.blob.batch_index import INDEX_FILE, BatchIndex
     from hypaware.blob.sink import BlobSink
