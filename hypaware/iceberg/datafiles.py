@@ -121,61 +121,7 @@ class DataFileWriter:
         this batch left are replaced or deleted; if a file fails, the ones
         written are deleted and the error raised.
         """
-        stem = layout.data_file_stem(self.sink, dataset.name, digest)
-        base = table.location().rstrip("/")
-        written: list[WrittenFile] = []
-        lock = threading.Lock()
-        days: dict[int | None, _DayFiles] = {}
-
-        def claim(rows: layout.DayRows) -> None:
-            with lock:
-                day = days.setdefault(rows.day, _DayFiles(rows.pieces))
-                if day.pieces != rows.pieces or rows.piece in day.started:
-                    # Two writes of one day would pick the same file names.
-                    raise IcebergError(
-                        f"{what}: rows of day {layout.day_label(rows.day)} came from two "
-                        "groups of partitions: a partition's time range (min_time, "
-                        "max_time) does not cover its rows",
-                        retryable=False,
-                    )
-                day.started.add(rows.piece)
-
-        def file_name(piece: int, index: int) -> str:
-            try:
-                return layout.data_file_name(stem, layout.piece_file_index(piece, index))
-            except ValueError as exc:
-                raise IcebergError(
-                    f"{what}: {exc}; raise target_file_size", retryable=False
-                ) from exc
-
-        def write_day(data: pa.Table, rows: layout.DayRows, whole: Callable[[], pa.Table]) -> None:
-            claim(rows)
-            directory = f"{base}/{layout.day_directory(dataset.time_column, rows.day)}"
-            batches = layout.day_batches(data, rows, target, whole=whole)
-            mine: set[str] = set()
-            for index, chunks in enumerate(self._encoder.encode(target, batches)):
-                location = f"{directory}/{file_name(rows.piece, index)}"
-                key = self._root.key(location, "write")
-                size, tail = self.put(key, location, chunks)
-                mine.add(key)
-                done = WrittenFile(location, key, rows.day, size, tail)
-                try:
-                    # Described here, while other days still encode, not one
-                    # after another once the last file is in.
-                    done = attrs.evolve(done, data_file=self.data_file(table, done, what))
-                finally:
-                    with lock:
-                        written.append(done)
-            with lock:
-                day = days[rows.day]
-                day.keys |= mine
-                day.finished += 1
-                last = day.finished == day.pieces
-            # Only once every piece of the day is in: a piece still writing
-            # would otherwise have its new file taken for a leftover.
-            if last:
-                self.delete_leftovers(directory, stem, day.keys)
-
+        batch = _BatchFiles(self, self._encoder, table, dataset, target, digest, what)
         try:
             read = run_pipeline(
                 partitions,
@@ -183,14 +129,14 @@ class DataFileWriter:
                 what,
                 time_column=dataset.time_column,
                 lookup_key=dataset.lookup_key,
-                write_day=write_day,
+                write_day=batch.write_day,
                 split_rows=self.split_rows,
             )
         except BaseException:
-            self.delete(written)
+            self.delete(batch.written)
             raise
-        written.sort(key=lambda w: w.location)
-        return read, written
+        batch.written.sort(key=lambda w: w.location)
+        return read, batch.written
 
     def put(self, key: str, location: str, chunks: Iterable[bytes]) -> tuple[int, bytes]:
         """Stream `chunks` to the store at `key`; the bytes written, and the last of them."""
@@ -284,6 +230,97 @@ class DataFileWriter:
             key_metadata=None,
             **stats.to_serialized_dict(),
         )
+
+
+class _BatchFiles:
+    """One batch's days being written as files by `DataFileWriter.write_partitions`.
+
+    `write_day` runs on several threads at once; `written` and the days'
+    progress are only touched under `_lock`.
+    """
+
+    def __init__(
+        self,
+        writer: DataFileWriter,
+        encoder: ParquetEncoder,
+        table: Table,
+        dataset: DatasetInfo,
+        target: pa.Schema,
+        digest: str,
+        what: str,
+    ) -> None:
+        self._writer = writer
+        self._encoder = encoder
+        self._table = table
+        self._time_column = dataset.time_column
+        self._target = target
+        self._what = what
+        self.stem = layout.data_file_stem(writer.sink, dataset.name, digest)
+        self.base = table.location().rstrip("/")
+        # Every file put so far, described or not: all of them are deleted on failure.
+        self.written: list[WrittenFile] = []
+        self._days: dict[int | None, _DayFiles] = {}
+        self._lock = threading.Lock()
+
+    def claim(self, rows: layout.DayRows) -> None:
+        """Mark `rows`' piece of its day as started, or raise if it already was."""
+        with self._lock:
+            day = self._days.setdefault(rows.day, _DayFiles(rows.pieces))
+            if day.pieces != rows.pieces or rows.piece in day.started:
+                # Two writes of one day would pick the same file names.
+                raise IcebergError(
+                    f"{self._what}: rows of day {layout.day_label(rows.day)} came from two "
+                    "groups of partitions: a partition's time range (min_time, "
+                    "max_time) does not cover its rows",
+                    retryable=False,
+                )
+            day.started.add(rows.piece)
+
+    def file_name(self, piece: int, index: int) -> str:
+        """The name of the `index`-th file of a day's `piece`."""
+        try:
+            return layout.data_file_name(self.stem, layout.piece_file_index(piece, index))
+        except ValueError as exc:
+            raise IcebergError(
+                f"{self._what}: {exc}; raise target_file_size", retryable=False
+            ) from exc
+
+    def write_day(
+        self, data: pa.Table, rows: layout.DayRows, whole: Callable[[], pa.Table]
+    ) -> None:
+        """Encode and put one day (or piece of one) of `data`, as one or more files."""
+        self.claim(rows)
+        writer = self._writer
+        directory = f"{self.base}/{layout.day_directory(self._time_column, rows.day)}"
+        batches = layout.day_batches(data, rows, self._target, whole=whole)
+        mine: set[str] = set()
+        for index, chunks in enumerate(self._encoder.encode(self._target, batches)):
+            location = f"{directory}/{self.file_name(rows.piece, index)}"
+            key = writer.root.key(location, "write")
+            size, tail = writer.put(key, location, chunks)
+            mine.add(key)
+            done = WrittenFile(location, key, rows.day, size, tail)
+            try:
+                # Described here, while other days still encode, not one
+                # after another once the last file is in.
+                done = attrs.evolve(done, data_file=writer.data_file(self._table, done, self._what))
+            finally:
+                with self._lock:
+                    self.written.append(done)
+        # Only once every piece of the day is in: a piece still writing
+        # would otherwise have its new file taken for a leftover.
+        keep = self._finish(rows, mine)
+        if keep is not None:
+            writer.delete_leftovers(directory, self.stem, keep)
+
+    def _finish(self, rows: layout.DayRows, keys: set[str]) -> set[str] | None:
+        """Record `rows`' piece as written to `keys`; all the day's keys if it was the last."""
+        with self._lock:
+            day = self._days[rows.day]
+            day.keys |= keys
+            day.finished += 1
+            last = day.finished == day.pieces
+        return day.keys if last else None
 
 
 @attrs.frozen

@@ -122,69 +122,123 @@ def run_pipeline(
     error from `write_day` stops the pipeline and is raised once every
     thread has stopped.
     """
-    clusters = day_clusters(partitions)
-    # Rows read and waiting for the rest of their cluster; a cluster's are taken
-    # out when it is planned, so a written day's rows are not kept to the end.
-    waiting: dict[int, pa.Table] = {}
-    rows_of: list[int | None] = [None] * len(partitions)
-    failed: dict[int, RetryPartition] = {}
-    left = [len(c) for c in clusters]
-    null_days: dict[int, tuple[pa.Table, layout.DayRows]] = {}
-    lock = threading.Lock()
-    several = len(clusters) > 1
+    pipeline = _Pipeline(
+        partitions,
+        target,
+        what,
+        time_column=time_column,
+        lookup_key=lookup_key,
+        write_day=write_day,
+        split_rows=split_rows,
+    )
+    return pipeline.run(workers)
 
-    def read(ci: int, index: int) -> Iterable[Task]:
-        result = read_partition(partitions[index], target, what)
-        with lock:
+
+class _Pipeline:
+    """One batch through `run_pipeline`: its day clusters, their rows as read, its null days.
+
+    The read, plan and write steps run as tasks on several threads; the
+    state they share is only touched under `_lock`.
+    """
+
+    def __init__(
+        self,
+        partitions: Sequence[PartitionRef],
+        target: pa.Schema,
+        what: str,
+        *,
+        time_column: str,
+        lookup_key: str | None,
+        write_day: WriteDay,
+        split_rows: int | None,
+    ) -> None:
+        self._partitions = partitions
+        self._target = target
+        self._what = what
+        self._time_column = time_column
+        self._lookup_key = lookup_key
+        self._write_day = write_day
+        self._split_rows = split_rows
+        self._clusters = day_clusters(partitions)
+        # Rows read and waiting for the rest of their cluster; a cluster's are taken
+        # out when it is planned, so a written day's rows are not kept to the end.
+        self._waiting: dict[int, pa.Table] = {}
+        self._rows_of: list[int | None] = [None] * len(partitions)
+        self._failed: dict[int, RetryPartition] = {}
+        self._unread = [len(c) for c in self._clusters]
+        self._null_days: dict[int, tuple[pa.Table, layout.DayRows]] = {}
+        self._lock = threading.Lock()
+
+    def run(self, workers: int | None) -> ReadBatch:
+        """Read and write the whole batch on up to `workers` threads (None: one a core)."""
+        first = [
+            Task(_READ, functools.partial(self._read, c, i))
+            for c, members in enumerate(self._clusters)
+            for i in members
+        ]
+        run_tasks(first, workers=cores() if workers is None else workers)
+        self._write_null_day()
+        return self._result()
+
+    def _read(self, ci: int, index: int) -> Iterable[Task]:
+        """Read one partition of cluster `ci`; the cluster's plan once it is the last."""
+        result = read_partition(self._partitions[index], self._target, self._what)
+        with self._lock:
             if isinstance(result, RetryPartition):
-                failed[index] = result
+                self._failed[index] = result
             else:
-                waiting[index] = result
-                rows_of[index] = result.num_rows
-            left[ci] -= 1
-            done = left[ci] == 0
-        return [Task(_PLAN, functools.partial(plan, ci))] if done else []
+                self._waiting[index] = result
+                self._rows_of[index] = result.num_rows
+            self._unread[ci] -= 1
+            done = self._unread[ci] == 0
+        return [Task(_PLAN, functools.partial(self._plan, ci))] if done else []
 
-    def plan(ci: int) -> Iterable[Task]:
-        with lock:
-            taken = [waiting.pop(i) for i in clusters[ci] if i in waiting]
+    def _plan(self, ci: int) -> Iterable[Task]:
+        """Lay out cluster `ci`'s rows by day; a write for each day or piece of one."""
+        with self._lock:
+            taken = [self._waiting.pop(i) for i in self._clusters[ci] if i in self._waiting]
         tables = [t for t in taken if t.num_rows]
         if not tables:
             return []
         data = pa.concat_tables(tables)
         whole = _shared_copy(data)
+        several = len(self._clusters) > 1
         tasks = []
-        for rows in layout.plan_days(data, time_column, lookup_key):
+        for rows in layout.plan_days(data, self._time_column, self._lookup_key):
             if rows.day is None and several:
-                with lock:
-                    null_days[ci] = (data, rows)
+                with self._lock:
+                    self._null_days[ci] = (data, rows)
                 continue
-            big = split_rows is not None and rows.rows > split_rows and rows.day is not None
+            split = self._split_rows
+            big = split is not None and rows.rows > split and rows.day is not None
             for piece in layout.split_day(rows, _DAY_PIECES if big else 1):
-                tasks.append(Task(_WRITE, functools.partial(write, data, piece, whole)))
+                tasks.append(Task(_WRITE, functools.partial(self._write, data, piece, whole)))
         return tasks
 
-    def write(data: pa.Table, rows: layout.DayRows, whole: Copy) -> Iterable[Task]:
-        write_day(data, rows, whole)
+    def _write(self, data: pa.Table, rows: layout.DayRows, whole: Copy) -> Iterable[Task]:
+        """Hand one day (or piece of one) to `write_day`."""
+        self._write_day(data, rows, whole)
         return []
 
-    first = [
-        Task(_READ, functools.partial(read, c, i))
-        for c, members in enumerate(clusters)
-        for i in members
-    ]
-    run_tasks(first, workers=cores() if workers is None else workers)
-    if null_days:
+    def _write_null_day(self) -> None:
+        """Write the null days the clusters set aside, gathered, as the batch's one null day."""
+        if not self._null_days:
+            return
         # One null day for the whole batch, its rows gathered in cluster order.
         pieces = [
-            pa.Table.from_batches(list(layout.day_batches(d, r, target)), schema=target)
-            for _ci, (d, r) in sorted(null_days.items())
+            pa.Table.from_batches(list(layout.day_batches(d, r, self._target)), schema=self._target)
+            for _ci, (d, r) in sorted(self._null_days.items())
         ]
         nulls = pa.concat_tables(pieces)
-        for rows in layout.plan_days(nulls, time_column, lookup_key):
-            write_day(nulls, rows, _shared_copy(nulls))
-    ok = [p.id for p, n in zip(partitions, rows_of, strict=True) if n is not None]
-    return ReadBatch(ok, [failed[i] for i in sorted(failed)], sum(n or 0 for n in rows_of))
+        for rows in layout.plan_days(nulls, self._time_column, self._lookup_key):
+            self._write_day(nulls, rows, _shared_copy(nulls))
+
+    def _result(self) -> ReadBatch:
+        """What was read: partitions read in batch order, those set aside, rows."""
+        parts, rows_of = self._partitions, self._rows_of
+        ok = [p.id for p, n in zip(parts, rows_of, strict=True) if n is not None]
+        failed = [self._failed[i] for i in sorted(self._failed)]
+        return ReadBatch(ok, failed, sum(n or 0 for n in rows_of))
 
 
 def _shared_copy(data: pa.Table) -> Copy:
