@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     )
     from hypaware.core.filter import Filter, col, parse_filter
     from hypaware.core.manifest import PluginManifest
+    from hypaware.core.query_scope import QueryScope
+    from hypaware.core.query_source import ProvidesQuerySource, QuerySource, SinkView
     from hypaware.core.redact import SecretRedactor, mask_secrets
     from hypaware.core.registry import Registry
     from hypaware.core.resolver import BuildContext, Component, SinkPlan, resolve
@@ -114,6 +116,10 @@ _LAZY: dict[str, str] = {
     "Sink": "core.contracts",
     "TableFormat": "core.contracts",
     "PluginManifest": "core.manifest",
+    "QueryScope": "core.query_scope",
+    "ProvidesQuerySource": "core.query_source",
+    "QuerySource": "core.query_source",
+    "SinkView": "core.query_source",
     "Filter": "core.filter",
     "col": "core.filter",
     "parse_filter": "core.filter",
@@ -190,9 +196,12 @@ __all__ = [
     "PluginManifest",
     "Problem",
     "ProgressStore",
+    "ProvidesQuerySource",
     "QueryError",
     "QueryInputError",
     "QueryPlan",
+    "QueryScope",
+    "QuerySource",
     "QueryableSink",
     "Registry",
     "RequestEvent",
@@ -206,6 +215,7 @@ __all__ = [
     "SinkPlan",
     "SinkReport",
     "SinkSpec",
+    "SinkView",
     "SourceUnreadableError",
     "StateError",
     "StoreError",

@@ -9,7 +9,9 @@ modules, and each name lives in exactly one of them:
   `PluginManifest`, `Secret`, the errors and the filter language's entry
   points (`Filter`, `col`, `parse_filter`);
 - `hypaware.plugin` (this module): config validators, manifest tags, path
-  helpers and the filter tree's nodes and binders;
+  helpers, the filter tree's nodes and binders, and the helpers of a
+  sink's own query source (`conform`, `filtered`, `restricted`, `acked`,
+  `GenericSource`);
 - `hypaware.testing.conformance`: the conformance suite.
 
 Every other module is internal: it may change in any release without notice
@@ -59,6 +61,14 @@ if TYPE_CHECKING:
         encode_segment,
         join_path,
     )
+    from hypaware.core.query_source import (
+        FloorReader,
+        GenericSource,
+        acked,
+        conform,
+        filtered,
+        restricted,
+    )
 
 _LAZY: dict[str, str] = {
     "FieldValueError": "hypaware.core.config",
@@ -94,6 +104,12 @@ _LAZY: dict[str, str] = {
     "decode_segment": "hypaware.core.paths",
     "encode_segment": "hypaware.core.paths",
     "join_path": "hypaware.core.paths",
+    "FloorReader": "hypaware.core.query_source",
+    "GenericSource": "hypaware.core.query_source",
+    "acked": "hypaware.core.query_source",
+    "conform": "hypaware.core.query_source",
+    "filtered": "hypaware.core.query_source",
+    "restricted": "hypaware.core.query_source",
 }
 
 __all__ = [
@@ -112,23 +128,29 @@ __all__ = [
     "Compare",
     "Feature",
     "FieldValueError",
+    "FloorReader",
+    "GenericSource",
     "IsIn",
     "IsNull",
     "Not",
     "Op",
     "Or",
     "PluginKind",
+    "acked",
     "all_of",
     "bind_filter",
     "check_list_prefix",
     "check_path",
     "check_prefix",
     "columns_of",
+    "conform",
     "decode_segment",
     "encode_segment",
+    "filtered",
     "join_path",
     "parse_time",
     "positive",
+    "restricted",
     "to_arrow",
 ]
 

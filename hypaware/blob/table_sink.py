@@ -10,6 +10,7 @@ from typing import Any
 
 from hypaware.core.contracts import AsyncClosing, MaintainedTableFormat, TableFormat
 from hypaware.core.errors import SinkClosedError
+from hypaware.core.query_source import GenericSource, ProvidesQuerySource, QuerySource
 from hypaware.core.types import (
     DatasetInfo,
     ExportBatch,
@@ -58,6 +59,16 @@ class TableSink(AsyncClosing):
             )
             return ExportResult.failed(batch, f"{type(exc).__name__}: {exc}")
         return result.reconcile(batch)
+
+    def query_source(self, name: str, cache_identity: str | None) -> QuerySource | None:
+        """The table format's own source if it provides one, else its exact `scan`'s, if any.
+
+        A table format without either cannot be read back (`ProvidesQuerySource`).
+        """
+        table = self.table
+        if isinstance(table, ProvidesQuerySource):
+            return table.query_source(name, cache_identity)
+        return GenericSource(name, table) if GenericSource.exact(table) else None
 
     def maintenance_schedule(self) -> str | None:
         """The table format's maintenance schedule (`MaintainedSink`); None if it has none."""

@@ -13,7 +13,8 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from hypaware.core.types import DatasetInfo, PartitionRef
+# ExportFloor lives in core, where query sources below the cache use it too.
+from hypaware.core.types import DatasetInfo, ExportFloor, PartitionRef
 
 __all__ = ["Cache", "ExportFloor", "RetentionAware", "RetentionReport", "declared_identity"]
 
@@ -62,25 +63,6 @@ class Cache(Protocol):
     def partition(self, dataset: str, partition_id: str) -> PartitionRef | None:
         """The sealed partition `partition_id` of `dataset`, or None if it is gone."""
         ...
-
-
-@attrs.frozen
-class ExportFloor:
-    """What the configured sinks still need of one dataset.
-
-    Partitions with ``seq > high_water`` and partitions named in `pending`
-    (respooled or in flight for some sink) have not been exported by every
-    sink that receives the dataset. Partitions named in `parked` were parked
-    by some sink (they failed for good until an operator retries them): no
-    retention rule drops them, hard caps included.
-    """
-
-    high_water: int
-    pending: frozenset[str] = frozenset()
-    parked: frozenset[str] = frozenset()
-
-    def needs(self, part: PartitionRef) -> bool:
-        return part.seq > self.high_water or part.id in self.pending
 
 
 @attrs.frozen

@@ -17,7 +17,12 @@ the tree is flat so callers can catch one family without knowing the others::
     ├── SinkError            a sink failed as a whole
     │   └── SinkClosedError      the sink was used after close()
     ├── StateError           the durable progress store is unusable
-    └── CacheError           the cache cannot be read or written
+    ├── CacheError           the cache cannot be read or written
+    └── QueryError           a query that cannot be answered as asked
+        ├── UnknownDatasetError   in neither the cache nor the sink (also a LookupError)
+        ├── NotQueryableError     the sink named cannot be read back
+        ├── QueryInputError       a malformed time, expression or column (also a ValueError)
+        └── SourceUnreadableError a part of the data (the cache or a sink) could not be read
 
 Messages never contain secret values: configuration secrets are `Secret`
 objects whose text is only revealed to the plugin that uses them.
@@ -32,20 +37,26 @@ import attrs
 __all__ = [
     "AlreadyExistsError",
     "CacheError",
+    "CacheOnlyWarning",
     "ConfigError",
     "EncodeError",
     "FilterError",
     "HypawareError",
     "NotFoundError",
+    "NotQueryableError",
     "PathError",
     "PermissionDeniedError",
     "PluginError",
     "Problem",
+    "QueryError",
+    "QueryInputError",
     "SinkClosedError",
     "SinkError",
+    "SourceUnreadableError",
     "StateError",
     "StoreError",
     "TransientStoreError",
+    "UnknownDatasetError",
 ]
 
 
@@ -142,3 +153,34 @@ class StateError(HypawareError):
 
 class CacheError(HypawareError):
     """The cache cannot be read or written (missing, read-only, corrupt, wrong schema)."""
+
+
+# Defined here, below every room, so that sinks can raise them from the query
+# sources they provide (`hypaware.core.query_source`); `hypaware.querying.errors`
+# is where users import them from.
+class QueryError(HypawareError):
+    """A query that cannot be answered as asked."""
+
+
+class UnknownDatasetError(QueryError, LookupError):
+    """The dataset is in neither the cache nor the sink queried."""
+
+
+class NotQueryableError(QueryError):
+    """The sink named is not queryable (or does not exist)."""
+
+
+class QueryInputError(QueryError, ValueError):
+    """A malformed time, filter expression, column or key."""
+
+
+class SourceUnreadableError(QueryError):
+    """One part of the data could not be read; `part` names it (``cache``, ``sink 'x'``)."""
+
+    def __init__(self, part: str, message: str) -> None:
+        super().__init__(f"{part}: {message}" if not message.startswith(part) else message)
+        self.part = part
+
+
+class CacheOnlyWarning(UserWarning):
+    """The answer comes from the cache alone: older rows, bounded by retention, may be missing."""

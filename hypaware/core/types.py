@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DatasetInfo",
     "ExportBatch",
+    "ExportFloor",
     "ExportOptions",
     "ExportResult",
     "MaintenanceReport",
@@ -413,3 +414,22 @@ class MaintenanceReport:
             "errors": list(self.errors),
             "seconds": round(self.seconds, 3),
         }
+
+
+@attrs.frozen
+class ExportFloor:
+    """What the configured sinks still need of one dataset.
+
+    Partitions with ``seq > high_water`` and partitions named in `pending`
+    (respooled or in flight for some sink) have not been exported by every
+    sink that receives the dataset. Partitions named in `parked` were parked
+    by some sink (they failed for good until an operator retries them): no
+    retention rule drops them, hard caps included.
+    """
+
+    high_water: int
+    pending: frozenset[str] = frozenset()
+    parked: frozenset[str] = frozenset()
+
+    def needs(self, part: PartitionRef) -> bool:
+        return part.seq > self.high_water or part.id in self.pending

@@ -72,6 +72,7 @@ from hypaware.iceberg.datafiles import DataFileWriter, WrittenFile
 from hypaware.iceberg.fileio import ObstoreFileIO, StoreRoot, register_root, unregister_root
 from hypaware.iceberg.maintain import TableMaintenance, maintain_table, wanted_properties
 from hypaware.iceberg.pipeline import ReadBatch
+from hypaware.iceberg.query_source import IcebergSource
 from hypaware.iceberg.record import read_record, writer_key
 from hypaware.iceberg.scan import scan_table
 from hypaware.iceberg.schema import (
@@ -167,6 +168,10 @@ class IcebergTableFormat:
 
     def _table_location(self, dataset: str) -> str:
         return f"{self._root.url}/{'/'.join(self.identifier(dataset))}"
+
+    def query_source(self, name: str, cache_identity: str | None) -> IcebergSource:
+        """The tables as a query reads them (`ProvidesQuerySource`)."""
+        return IcebergSource(name, self, cache_identity)
 
     def load_table(
         self, dataset: DatasetInfo, *, create: bool = True, on_wait: RetryWait | None = None

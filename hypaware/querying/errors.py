@@ -5,11 +5,20 @@ QueryError
 ├── NotQueryableError     the sink named cannot be read back
 ├── QueryInputError       a malformed time, expression or column (also a ValueError)
 └── SourceUnreadableError a part of the data (the cache or a sink) could not be read
+
+They are defined in `hypaware.core.errors`, with every other error.
 """
 
 from __future__ import annotations
 
-from hypaware.core.errors import HypawareError
+from hypaware.core.errors import (
+    CacheOnlyWarning,
+    NotQueryableError,
+    QueryError,
+    QueryInputError,
+    SourceUnreadableError,
+    UnknownDatasetError,
+)
 
 __all__ = [
     "CacheOnlyWarning",
@@ -19,31 +28,3 @@ __all__ = [
     "SourceUnreadableError",
     "UnknownDatasetError",
 ]
-
-
-class QueryError(HypawareError):
-    """A query that cannot be answered as asked."""
-
-
-class UnknownDatasetError(QueryError, LookupError):
-    """The dataset is in neither the cache nor the sink queried."""
-
-
-class NotQueryableError(QueryError):
-    """The sink named is not queryable (or does not exist)."""
-
-
-class QueryInputError(QueryError, ValueError):
-    """A malformed time, filter expression, column or key."""
-
-
-class SourceUnreadableError(QueryError):
-    """One part of the data could not be read; `part` names it (``cache``, ``sink 'x'``)."""
-
-    def __init__(self, part: str, message: str) -> None:
-        super().__init__(f"{part}: {message}" if not message.startswith(part) else message)
-        self.part = part
-
-
-class CacheOnlyWarning(UserWarning):
-    """The answer comes from the cache alone: older rows, bounded by retention, may be missing."""

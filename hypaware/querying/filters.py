@@ -1,12 +1,8 @@
-"""A query's restrictions: checked against the dataset, then applied by every source.
+"""A query's scope built from the arguments of `hypaware.query` and checked against the dataset.
 
-`Filters` holds one query's columns, time range, lookup keys and row filter
-(`where`, a filter tree bound to the dataset), with the helpers the sources
-use to prune (`overlaps`, `days`) and to filter rows: `tree` (everything as
-one filter tree, which the Iceberg source and third-party sinks compile for
-their engine) and `expression` (the same tree as a pyarrow expression, for
-the cache and Parquet files). `_filters` builds it from the arguments of
-`hypaware.query`, raising `QueryInputError` for what the dataset cannot
+`_filters` makes the `QueryScope` (`hypaware.core.query_scope`: columns,
+time range, lookup keys and a row filter bound to the dataset) that every
+source is handed, raising `QueryInputError` for what the dataset cannot
 answer (an unknown column, a malformed time or filter, keys of the wrong
 type), the same for every sink kind, before any data is read.
 """
@@ -14,89 +10,23 @@ type), the same for every sink kind, before any data is read.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
-
-import attrs
+from datetime import date, datetime
+from typing import Any
 
 from hypaware.core.errors import FilterError
-from hypaware.core.filter import Compare, Filter, IsIn, all_of, columns_of, parse_filter, parse_time
-from hypaware.core.filter_bind import bind_filter, to_arrow
+from hypaware.core.filter import Filter, parse_filter, parse_time
+from hypaware.core.filter_bind import bind_filter
+from hypaware.core.query_scope import QueryScope
 from hypaware.core.registry import did_you_mean
-from hypaware.core.types import DatasetInfo, PartitionRef
+from hypaware.core.types import DatasetInfo
 from hypaware.querying.errors import QueryInputError
 
-if TYPE_CHECKING:
-    import pyarrow.compute as pc
-
-__all__ = ["Filters", "TimeLike"]
+__all__ = ["Filters", "QueryScope", "TimeLike"]
 
 TimeLike = datetime | date | str
 
-# Listing day by day beats listing the whole dataset up to about this many days.
-_MAX_LISTED_DAYS = 366
-
-
-@attrs.frozen
-class Filters:
-    """A query's restrictions, checked against the dataset: times are aware UTC datetimes."""
-
-    columns: tuple[str, ...]
-    since: datetime | None = None
-    until: datetime | None = None
-    keys: tuple[Any, ...] | None = None
-    where: Filter | None = None
-
-    def overlaps(self, part: PartitionRef) -> bool:
-        """Whether `part` may hold rows in [since, until) (from its time range)."""
-        if self.since is not None and part.max_time is not None and part.max_time < self.since:
-            return False
-        return not (
-            self.until is not None and part.min_time is not None and part.min_time >= self.until
-        )
-
-    def day_range(self) -> tuple[date | None, date | None]:
-        """The first and last UTC day of [since, until); None where open-ended."""
-        first = self.since.date() if self.since is not None else None
-        last = (self.until - timedelta(microseconds=1)).date() if self.until is not None else None
-        return first, last
-
-    def days(self) -> list[str] | None:
-        """The UTC days [since, until) spans, or None when open-ended or long."""
-        first, last = self.day_range()
-        if first is None or last is None:
-            return None
-        if last < first:
-            return []
-        count = (last - first).days + 1
-        if count > _MAX_LISTED_DAYS:
-            return None
-        return [(first + timedelta(days=i)).isoformat() for i in range(count)]
-
-    def tree(self, info: DatasetInfo) -> Filter | None:
-        """Time range, keys and `where` as one bound filter tree over the dataset."""
-        return all_of(
-            Compare(info.time_column, ">=", self.since) if self.since is not None else None,
-            Compare(info.time_column, "<", self.until) if self.until is not None else None,
-            IsIn(_key(info), self.keys) if self.keys is not None else None,
-            self.where,
-        )
-
-    def expression(self, info: DatasetInfo) -> pc.Expression | None:
-        """`tree` as a pyarrow expression (for the cache and Parquet files)."""
-        tree = self.tree(info)
-        return to_arrow(tree, info.schema) if tree is not None else None
-
-    def read_columns(self, info: DatasetInfo) -> list[str]:
-        """The query's columns and those its filter reads, in the schema's order."""
-        tree = self.tree(info)
-        wanted = set(self.columns) | (columns_of(tree) if tree is not None else set())
-        return [n for n in info.schema.names if n in wanted]
-
-
-def _key(info: DatasetInfo) -> str:
-    assert info.lookup_key is not None
-    return info.lookup_key
+# The name queries used before `QueryScope`; it is not a filter but a query's scope.
+Filters = QueryScope
 
 
 def _filters(
@@ -146,7 +76,7 @@ def _filters(
         bound = _where(where, info)
     except FilterError as exc:
         raise QueryInputError(str(exc)) from exc
-    return Filters(wanted, start, end, key_values, bound)
+    return QueryScope(wanted, start, end, key_values, bound)
 
 
 def _where(where: Filter | str | None, info: DatasetInfo) -> Filter | None:

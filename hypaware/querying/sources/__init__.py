@@ -34,8 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypaware.querying.sources.base import SinkView
-from hypaware.querying.sources.generic import GenericSource, scan_takes_exclude
+from hypaware.core.query_source import GenericSource, ProvidesQuerySource, QuerySource, SinkView
 from hypaware.querying.sources.iceberg import IcebergSource
 from hypaware.querying.sources.parquet import ParquetSource
 
@@ -48,33 +47,23 @@ __all__ = [
 ]
 
 
-def sink_source(
-    name: str, sink: Any, cache_identity: str | None = None
-) -> ParquetSource | IcebergSource | GenericSource | None:
+def sink_source(name: str, sink: Any, cache_identity: str | None = None) -> QuerySource | None:
     """The query source for a built sink, or None if it cannot be read back.
 
-    `cache_identity` is the identity of the cache the query reads beside the
-    sink (None for a cache without one): a table shared by several caches
-    says which partitions are this cache's by it.
+    A sink that provides its own source (`ProvidesQuerySource`, as the
+    first-party sinks do) is read through it; any other sink through its
+    `scan`, if that takes `exclude` (`GenericSource`). `cache_identity` is
+    the identity of the cache the query reads beside the sink (None for a
+    cache without one).
     """
     from hypaware.blob.sink import BlobSink
     from hypaware.blob.store import ObstoreBlobStore
-    from hypaware.blob.table_sink import TableSink
 
     if isinstance(sink, BlobSink):
         ext = sink.encoder.extension
         if ext == "parquet" and isinstance(sink.store, ObstoreBlobStore):
             return ParquetSource(name, sink.store, ext, sink.index)
         return None
-    if isinstance(sink, TableSink):
-        if hasattr(sink.table, "load_table"):
-            return IcebergSource(name, sink.table, cache_identity)
-        scan = getattr(sink.table, "scan", None)
-        return GenericSource(name, sink.table) if _exact(scan) else None
-    if _exact(getattr(sink, "scan", None)):
-        return GenericSource(name, sink)
-    return None
-
-
-def _exact(scan: Any) -> bool:
-    return callable(scan) and scan_takes_exclude(scan)
+    if isinstance(sink, ProvidesQuerySource):
+        return sink.query_source(name, cache_identity)
+    return GenericSource(name, sink) if GenericSource.exact(sink) else None
