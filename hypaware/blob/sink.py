@@ -167,23 +167,44 @@ class BlobSink(FileWriter, AsyncClosing):
         # double its rows, so it is acknowledged as it is.
         where = self.location
         writer = writer_key(batch.cache_identity, self.name)
-        if not self._adopted:
-            adopted = self.index.adopt(writer, where)
-            if adopted:
-                log.info(
-                    "sink %s: %d batch records made before cache identities are taken as "
-                    "cache %s's, written to %s",
-                    self.name,
-                    adopted,
-                    writer,
-                    where,
-                    extra={"sink": self.name, "cache_identity": writer},
-                )
-            self._adopted = True
+        self._adopt_records(writer, where)
         try:
             await self._read_receipts(writer, batch.dataset.name, where)
         except StoreError as exc:
             return self._all_failed(batch, {}, self._store_failure(exc))
+        held = self._already_held(batch, stem, writer, where)
+        todo = [p for p in batch.partitions if p.id not in held]
+        self.index.begin(
+            stem,
+            batch.dataset.name,
+            batch.batch_id,
+            (p.id for p in todo),
+            cache_identity=writer,
+            destination=where,
+        )
+        return await self._write_dropping_failed(batch, stem, dataset_dir, writer, todo, held)
+
+    def _adopt_records(self, writer: str, where: str) -> None:
+        """Once per sink: batch records made before cache identities become `writer`'s."""
+        if self._adopted:
+            return
+        adopted = self.index.adopt(writer, where)
+        if adopted:
+            log.info(
+                "sink %s: %d batch records made before cache identities are taken as "
+                "cache %s's, written to %s",
+                self.name,
+                adopted,
+                writer,
+                where,
+                extra={"sink": self.name, "cache_identity": writer},
+            )
+        self._adopted = True
+
+    def _already_held(
+        self, batch: ExportBatch, stem: str, writer: str, where: str
+    ) -> dict[str, str]:
+        """Partition id -> the other finished batch of `writer` at `where` that holds it."""
         held = self.index.finished_holders(
             batch.dataset.name,
             [p.id for p in batch.partitions],
@@ -205,15 +226,18 @@ class BlobSink(FileWriter, AsyncClosing):
                     "cache_identity": writer,
                 },
             )
-        todo = [p for p in batch.partitions if p.id not in held]
-        self.index.begin(
-            stem,
-            batch.dataset.name,
-            batch.batch_id,
-            (p.id for p in todo),
-            cache_identity=writer,
-            destination=where,
-        )
+        return held
+
+    async def _write_dropping_failed(
+        self,
+        batch: ExportBatch,
+        stem: str,
+        dataset_dir: str,
+        writer: str,
+        todo: list[PartitionRef],
+        held: dict[str, str],
+    ) -> ExportResult:
+        """Write `todo`, again without each partition that fails, then finish the batch."""
         failed: dict[str, RetryPartition] = {}
         while True:
             live = [p for p in todo if p.id not in failed]

@@ -13,8 +13,10 @@ import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from hypaware.core.loops import refuse_running_loop
-from hypaware.querying.context import _context
+from hypaware.querying.context import _Context, _context
 from hypaware.querying.errors import (
     CacheOnlyWarning,
     NotQueryableError,
@@ -23,7 +25,7 @@ from hypaware.querying.errors import (
     SourceUnreadableError,
     UnknownDatasetError,
 )
-from hypaware.querying.filters import TimeLike, _filters
+from hypaware.querying.filters import Filters, TimeLike, _filters
 from hypaware.querying.planner import QueryPlan, _plan
 from hypaware.querying.sources.cache import cache_reader
 from hypaware.querying.streaming import _close, _close_now, _guarded, _limited, _Releasing
@@ -32,6 +34,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from hypaware.core.filter import Filter
+    from hypaware.core.types import PartitionRef
+    from hypaware.querying.sources.base import SinkView
 
 __all__ = [
     "CacheOnlyWarning",
@@ -80,45 +84,70 @@ async def plan_query(
         target = pa.schema([ctx.dataset.schema.field(c) for c in filters.columns])
         sink_reader = None
         if view is not None:
-            try:
-                sink_reader = view.reader(filters, [p for p, _ in cache_parts])
-            except SourceUnreadableError as exc:
-                if not allow_partial:
-                    raise
-                plan.skipped.append(exc.part)
-                warnings.warn(
-                    f"query of {dataset!r} is partial: {exc}", CacheOnlyWarning, stacklevel=3
-                )
+            sink_reader = _sink_reader(view, filters, cache_parts, plan, dataset, allow_partial)
             plan.sink_files = list(view.describe().get("files", []))
     except BaseException:
         await _close(ctx.cleanup)
         raise
     finally:
         await _close(ctx.planning)
-    cleanup = ctx.cleanup
-
-    def release() -> None:
-        # Closed here, not at garbage collection: a scan dropped at interpreter
-        # exit can abort the process from arrow's threads.
-        if sink_reader is not None:
-            sink_reader.close()
-        for _part, reader in cache_parts:
-            if reader is not None:
-                reader.close()
-        _close_now(cleanup)
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        if sink_reader is not None:
-            assert view is not None
-            yield from _guarded(view.part, iter(sink_reader), allow_partial, plan)
-        yield from _guarded(
-            "cache", cache_reader(cache_parts, ctx.dataset, filters), allow_partial, plan
-        )
-
+    read = _PlannedRead(ctx, filters, plan, view, sink_reader, cache_parts, allow_partial)
     # `_Releasing` releases once, whether the reader is read to the end, fails,
     # is closed, or is dropped unread.
-    stream = _Releasing(_limited(target, batches(), limit), release)
+    stream = _Releasing(_limited(target, read.batches(), limit), read.release)
     return plan, pa.RecordBatchReader.from_batches(target, stream)
+
+
+def _sink_reader(
+    view: SinkView,
+    filters: Filters,
+    cache_parts: list[tuple[PartitionRef, pa.RecordBatchReader | None]],
+    plan: QueryPlan,
+    dataset: str,
+    allow_partial: bool,
+) -> pa.RecordBatchReader | None:
+    """The sink's side of the plan; None when it cannot be read and `allow_partial` says go on."""
+    try:
+        return view.reader(filters, [p for p, _ in cache_parts])
+    except SourceUnreadableError as exc:
+        if not allow_partial:
+            raise
+        plan.skipped.append(exc.part)
+        # One frame below plan_query: its stacklevel plus one blames the same frame.
+        warnings.warn(f"query of {dataset!r} is partial: {exc}", CacheOnlyWarning, stacklevel=4)
+        return None
+
+
+@attrs.define
+class _PlannedRead:
+    """The readers a plan streams from, and what they hold open until released."""
+
+    ctx: _Context
+    filters: Filters
+    plan: QueryPlan
+    view: SinkView | None
+    sink_reader: pa.RecordBatchReader | None
+    cache_parts: list[tuple[PartitionRef, pa.RecordBatchReader | None]]
+    allow_partial: bool
+
+    def release(self) -> None:
+        # Closed here, not at garbage collection: a scan dropped at interpreter
+        # exit can abort the process from arrow's threads.
+        if self.sink_reader is not None:
+            self.sink_reader.close()
+        for _part, reader in self.cache_parts:
+            if reader is not None:
+                reader.close()
+        _close_now(self.ctx.cleanup)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        if self.sink_reader is not None:
+            assert self.view is not None
+            yield from _guarded(
+                self.view.part, iter(self.sink_reader), self.allow_partial, self.plan
+            )
+        cache = cache_reader(self.cache_parts, self.ctx.dataset, self.filters)
+        yield from _guarded("cache", cache, self.allow_partial, self.plan)
 
 
 async def query_async(

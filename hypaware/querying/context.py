@@ -12,7 +12,7 @@ import logging
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -30,6 +30,9 @@ from hypaware.querying.errors import (
 )
 from hypaware.querying.progress import _open_state, acknowledged
 from hypaware.querying.sources import sink_source
+
+if TYPE_CHECKING:
+    from hypaware.export.driver import ExportDriver
 
 log = logging.getLogger(__name__)
 
@@ -117,29 +120,44 @@ def _context(
     from hypaware.export.driver import ExportDriver
 
     if isinstance(source, ExportDriver):
-        info = _dataset(source.cache, dataset)
-        built: dict[str, Any] = {}
-        candidates = []
-        for name in source.sink_names:
-            try:
-                built[name] = _driver_sink(source, name)
-                readable = sink_source(name, built[name]) is not None
-            except Exception as exc:  # a sink that cannot be built is no source
-                log.warning("sink %s cannot be built for a query: %s", name, exc)
-                readable = False
-            candidates.append((name, readable, source.sink_spec(name).datasets))
-        chosen = _pick(candidates, dataset, sink)
-        state = source.state
-        built_sink = built[chosen] if chosen is not None else None
-        return _Context(
-            source.cache,
-            info,
-            chosen,
-            built_sink,
-            (lambda: acknowledged(state, chosen, dataset)) if chosen else None,
-            [],
-        )
+        return _driver_context(source, dataset, sink)
+    return _config_context(source, dataset, sink, env, allow_partial)
 
+
+def _driver_context(driver: ExportDriver, dataset: str, sink: str | None) -> _Context:
+    """Read through the driver's own cache, progress store and live sinks."""
+    info = _dataset(driver.cache, dataset)
+    built: dict[str, Any] = {}
+    candidates = []
+    for name in driver.sink_names:
+        try:
+            built[name] = _driver_sink(driver, name)
+            readable = sink_source(name, built[name]) is not None
+        except Exception as exc:  # a sink that cannot be built is no source
+            log.warning("sink %s cannot be built for a query: %s", name, exc)
+            readable = False
+        candidates.append((name, readable, driver.sink_spec(name).datasets))
+    chosen = _pick(candidates, dataset, sink)
+    state = driver.state
+    built_sink = built[chosen] if chosen is not None else None
+    return _Context(
+        driver.cache,
+        info,
+        chosen,
+        built_sink,
+        (lambda: acknowledged(state, chosen, dataset)) if chosen else None,
+        [],
+    )
+
+
+def _config_context(
+    source: Any,
+    dataset: str,
+    sink: str | None,
+    env: Mapping[str, str] | None,
+    allow_partial: bool,
+) -> _Context:
+    """Open the configured cache and build the chosen sink as an export would."""
     from hypaware.cache.local import LocalCache
     from hypaware.core.registry import Registry
     from hypaware.core.resolver import resolve
@@ -159,10 +177,12 @@ def _context(
         error = SourceUnreadableError(f"sink {chosen!r}", f"cannot be built: {exc}")
         if not allow_partial:
             raise error from exc
+        # Two frames below plan_query (through _context): its stacklevel plus two
+        # blames the same frame.
         warnings.warn(
             f"query of {dataset!r} is partial: {error}; reading the cache alone",
             CacheOnlyWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
         return _Context(cache, info, None, None, None, [], partial=True)
     store = _open_state(config)

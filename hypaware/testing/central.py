@@ -47,6 +47,9 @@ __all__ = ["CentralServer", "Delay", "Drop", "Hold", "RateLimit", "Reply", "Seen
 _PATH = re.compile(r"^/v1/datasets/([^/?#]+)/rows$")
 _MAX_DECODED = 256 * 1024 * 1024
 
+# What handling a request comes to: its status, the JSON reply, extra headers.
+_Outcome = tuple[int, dict[str, Any], dict[str, str]]
+
 
 @attrs.frozen
 class Reply:
@@ -393,39 +396,40 @@ class CentralServer:
         dataset: str | None,
         gateway: str | None,
         batch: str | None,
-    ) -> tuple[int, dict[str, Any], dict[str, str]]:
-        def err(status: int, code: str, message: str) -> tuple[int, dict[str, Any], dict[str, str]]:
-            return status, {"error": {"code": code, "message": message}}, {}
-
+    ) -> _Outcome:
         if dataset is None:
-            return err(404, "not_found", f"no route {h.path.split('?')[0]!r}")
+            return _err(404, "not_found", f"no route {h.path.split('?')[0]!r}")
         if self.token is not None:
             auth = h.headers.get("Authorization", "")
             if not hmac.compare_digest(auth.encode(), f"Bearer {self.token}".encode()):
-                return err(401, "unauthorized", "missing or wrong bearer token")
+                return _err(401, "unauthorized", "missing or wrong bearer token")
         if not gateway:
-            return err(400, "bad_request", "X-Hyp-Gateway is required")
+            return _err(400, "bad_request", "X-Hyp-Gateway is required")
         if not batch:
-            return err(400, "bad_request", "X-Hyp-Batch-Id is required")
+            return _err(400, "bad_request", "X-Hyp-Batch-Id is required")
         if raw is None:
-            return err(411, "length_required", "Content-Length is required")
+            return _err(411, "length_required", "Content-Length is required")
         length = int(h.headers.get("Content-Length", "0"))
         if length > self.max_body_bytes:
-            return err(413, "too_large", f"body over {self.max_body_bytes} bytes")
+            return _err(413, "too_large", f"body over {self.max_body_bytes} bytes")
         limited = self._rate_limited(gateway)
         if limited is not None:
             return limited
         try:
             data = _decode(raw, h.headers.get("Content-Encoding", "identity"))
         except ValueError as exc:
-            return err(415 if "unsupported" in str(exc) else 400, "encoding", str(exc))
+            return _err(415 if "unsupported" in str(exc) else 400, "encoding", str(exc))
         want = h.headers.get("X-Hyp-Content-Sha256")
         if want and hashlib.sha256(data).hexdigest() != want.lower():
-            return err(400, "digest", "X-Hyp-Content-Sha256 does not match the body")
+            return _err(400, "digest", "X-Hyp-Content-Sha256 does not match the body")
         with self._lock:
             if batch in self._batches:
                 ack = {"status": "duplicate", "batch_id": batch, "rows": self._batches[batch]}
                 return 200, {**ack, "duplicate": True}, {}
+        return self._store_rows(h, data, dataset, batch)
+
+    def _store_rows(self, h: _Handler, data: bytes, dataset: str, batch: str) -> _Outcome:
+        """Parse the NDJSON body and store its rows, unless `batch` is stored already."""
         rows: list[dict[str, Any]] = []
         for n, line in enumerate(data.split(b"\n"), start=1):
             if not line.strip():
@@ -433,13 +437,13 @@ class CentralServer:
             try:
                 row = json.loads(line)
             except ValueError:
-                return err(422, "bad_row", f"line {n} is not JSON")
+                return _err(422, "bad_row", f"line {n} is not JSON")
             if not isinstance(row, dict):
-                return err(422, "bad_row", f"line {n} is not a JSON object")
+                return _err(422, "bad_row", f"line {n} is not a JSON object")
             rows.append(row)
         declared = h.headers.get("X-Hyp-Rows")
         if declared is not None and declared != str(len(rows)):
-            return err(400, "row_count", f"X-Hyp-Rows says {declared}, body has {len(rows)}")
+            return _err(400, "row_count", f"X-Hyp-Rows says {declared}, body has {len(rows)}")
         with self._lock:
             duplicate = batch in self._batches
             if not duplicate:
@@ -466,6 +470,10 @@ class CentralServer:
         headers = {} if limit.retry_after is None else {"Retry-After": limit.retry_after}
         doc = {"error": {"code": "rate_limited", "message": f"gateway {gateway} is over its rate"}}
         return limit.status, doc, headers
+
+
+def _err(status: int, code: str, message: str) -> _Outcome:
+    return status, {"error": {"code": code, "message": message}}, {}
 
 
 def _decode(raw: bytes, encoding: str) -> bytes:

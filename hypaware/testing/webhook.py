@@ -92,46 +92,7 @@ class WebhookReceiver:
         self.bodies: list[bytes] = []
         self.rejections: list[WebhookVerificationError] = []
         self.bad_signatures = 0
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                answer = receiver.handle(dict(self.headers.items()), body)
-                if isinstance(answer, Trickle):
-                    self._trickle(answer)
-                    return
-                if isinstance(answer, tuple):
-                    status, retry_after = answer
-                    extra = () if retry_after is None else (("Retry-After", retry_after),)
-                    answer = Answer(status, extra)
-                self.send_response(answer.status)
-                for name, value in answer.headers:
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(answer.body)))
-                self.end_headers()
-                self.wfile.write(answer.body)
-
-            def _trickle(self, trickle: Trickle) -> None:
-                head = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"." * trickle.max_bytes
-                self.close_connection = True
-                try:
-                    for i in range(len(head)):
-                        if receiver.stopping.wait(trickle.interval):
-                            return
-                        self.wfile.write(head[i : i + 1])
-                        self.wfile.flush()
-                    self.wfile.write(b"\r\nContent-Length: 0\r\n\r\n")
-                except OSError:
-                    return  # the client gave up: what the test wants
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self.server.daemon_threads = True
 
     @property
@@ -185,6 +146,49 @@ class WebhookReceiver:
     def rows_of(self, dataset: str) -> list[dict[str, Any]]:
         with self.lock:
             return list(self.rows.get(dataset, ()))
+
+
+def _handler_for(receiver: WebhookReceiver) -> type[BaseHTTPRequestHandler]:
+    """A request handler class answering through `receiver`."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
+
+        def log_message(self, *args: Any) -> None:
+            return
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            answer = receiver.handle(dict(self.headers.items()), body)
+            if isinstance(answer, Trickle):
+                self._trickle(answer)
+                return
+            if isinstance(answer, tuple):
+                status, retry_after = answer
+                extra = () if retry_after is None else (("Retry-After", retry_after),)
+                answer = Answer(status, extra)
+            self.send_response(answer.status)
+            for name, value in answer.headers:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(answer.body)))
+            self.end_headers()
+            self.wfile.write(answer.body)
+
+        def _trickle(self, trickle: Trickle) -> None:
+            head = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"." * trickle.max_bytes
+            self.close_connection = True
+            try:
+                for i in range(len(head)):
+                    if receiver.stopping.wait(trickle.interval):
+                        return
+                    self.wfile.write(head[i : i + 1])
+                    self.wfile.flush()
+                self.wfile.write(b"\r\nContent-Length: 0\r\n\r\n")
+            except OSError:
+                return  # the client gave up: what the test wants
+
+    return Handler
 
 
 @contextmanager

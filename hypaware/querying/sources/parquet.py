@@ -11,7 +11,8 @@ and a sink acknowledges only after every file of the batch is in place.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from hypaware.cache.protocol import ExportFloor
@@ -116,17 +117,7 @@ class _ParquetView(SinkView):
         import pyarrow.fs as pafs
         import pyarrow.parquet as pq
 
-        # Files of a partition not acknowledged yet may be incomplete; those of
-        # a partition the cache answers for would double it.
-        pending = self.floor.pending if self.floor is not None else frozenset()
-        elsewhere = pending | {p.id for p in cache_side}
-        excluded = {stem for stem, record in self.records.items() if record.partitions & elsewhere}
-        chosen = [
-            f
-            for stem, entries in sorted(self.files.items())
-            if stem not in excluded
-            for f in entries
-        ]
+        chosen = self._files_to_read(cache_side)
         self.selected = [path for path, _day, _size in chosen]
         schema = self.info.schema
         columns = list(filters.columns)
@@ -135,18 +126,7 @@ class _ParquetView(SinkView):
             return pa.RecordBatchReader.from_batches(target, iter(()))
         fs, root = _filesystem(self.source.store)
         rows = filters.expression(self.info)
-        first_day, last_day = filters.day_range()
-
-        from hypaware.blob.layout import NULL_DAY
-
-        def day_may_match(day: str) -> bool:
-            # Hive pruning: files whose date= cannot match are skipped unopened.
-            if day == NULL_DAY:
-                return first_day is None and last_day is None
-            return (first_day is None or day >= first_day.isoformat()) and (
-                last_day is None or day <= last_day.isoformat()
-            )
-
+        day_may_match = _day_filter(*filters.day_range())
         read = filters.read_columns(self.info)
         pyfs = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
         fmt = pads.ParquetFileFormat()
@@ -181,9 +161,39 @@ class _ParquetView(SinkView):
 
         return pa.RecordBatchReader.from_batches(target, batches())
 
+    def _files_to_read(self, cache_side: Sequence[PartitionRef]) -> list[tuple[str, str, int]]:
+        """(path, day, size) of each file to read: none of a batch holding a partition
+        still pending or one the cache answers for (`cache_side`)."""
+        # Files of a partition not acknowledged yet may be incomplete; those of
+        # a partition the cache answers for would double it.
+        pending = self.floor.pending if self.floor is not None else frozenset()
+        elsewhere = pending | {p.id for p in cache_side}
+        excluded = {stem for stem, record in self.records.items() if record.partitions & elsewhere}
+        return [
+            f
+            for stem, entries in sorted(self.files.items())
+            if stem not in excluded
+            for f in entries
+        ]
+
     def describe(self) -> dict[str, Any]:
         return {"files": list(self.selected)}
 
 
 def _filesystem(store: ObstoreBlobStore) -> tuple[Any, str]:
     return store.filesystem()
+
+
+def _day_filter(first_day: date | None, last_day: date | None) -> Callable[[str], bool]:
+    """Whether files under a date= directory may hold rows between the two days (both included)."""
+    from hypaware.blob.layout import NULL_DAY
+
+    def day_may_match(day: str) -> bool:
+        # Hive pruning: files whose date= cannot match are skipped unopened.
+        if day == NULL_DAY:
+            return first_day is None and last_day is None
+        return (first_day is None or day >= first_day.isoformat()) and (
+            last_day is None or day <= last_day.isoformat()
+        )
+
+    return day_may_match
