@@ -21,6 +21,10 @@ sink started the dataset (partitions at or below it were sealed before the
 driver first saw the sink and are not exported unless backfilled), and
 ``backfill_hw`` how far a backfill has come through them. The partitions
 ``backfill_hw < seq <= start_seq`` are "before the start point".
+``backfill_to`` is how far a backfill that has begun means to go (the start
+point when it began; 0 when none has): until the backfill has sent them,
+retention keeps the partitions ``backfill_hw < seq <= backfill_to``, so a
+backfill cut short (a crash, a halt) finds them when it is run again.
 
 ``sent_seq`` is the highest seq this store has ever handed to the sink (in
 any batch, a backfill's included; `reset-progress` leaves it as it is). A
@@ -43,7 +47,7 @@ import attrs
 from hypaware.core.errors import StateError
 from hypaware.core.sqlite import immediate_transaction
 
-__all__ = ["BINDING_SCHEMA", "CacheBindingMixin", "CacheChange", "StartPoint"]
+__all__ = ["BACKFILL_SCHEMA", "BINDING_SCHEMA", "CacheBindingMixin", "CacheChange", "StartPoint"]
 
 BINDING_SCHEMA = """
 ALTER TABLE progress ADD COLUMN start_seq INTEGER NOT NULL DEFAULT 0;
@@ -59,6 +63,10 @@ CREATE TABLE IF NOT EXISTS archived_partitions (
     cache_identity TEXT NOT NULL, sink TEXT NOT NULL, dataset TEXT NOT NULL,
     partition_id TEXT NOT NULL, seq INTEGER NOT NULL, state TEXT NOT NULL,
     reason TEXT NOT NULL, archived_at TEXT NOT NULL)
+"""
+
+BACKFILL_SCHEMA = """
+ALTER TABLE progress ADD COLUMN backfill_to INTEGER NOT NULL DEFAULT 0
 """
 
 
@@ -94,10 +102,17 @@ class StartPoint:
     start_seq: int
     backfill_hw: int
     started_at: datetime
+    # How far a backfill that has begun goes (0: none has begun).
+    backfill_to: int = 0
 
     @property
     def pending_backfill(self) -> bool:
         return self.backfill_hw < self.start_seq
+
+    @property
+    def backfilling(self) -> bool:
+        """A backfill has begun and has not sent every partition it means to."""
+        return self.backfill_hw < self.backfill_to
 
     def before(self, seq: int) -> bool:
         return self.backfill_hw < seq <= self.start_seq
@@ -163,7 +178,7 @@ class CacheBindingMixin:
             counts = self._archive(old, now)
             self._db.execute(
                 "UPDATE progress SET high_water = 0, start_seq = 0, backfill_hw = 0, sent_seq = 0,"
-                " started_at = ?, updated_at = ?",
+                " backfill_to = 0, started_at = ?, updated_at = ?",
                 (now, now),
             )
             self._db.execute("UPDATE meta SET value = ? WHERE key = 'cache_identity'", (identity,))
@@ -233,13 +248,22 @@ class CacheBindingMixin:
     def start_point(self, sink: str, dataset: str) -> StartPoint | None:
         with self._errors("read a start point"):
             row = self._db.execute(
-                "SELECT start_seq, backfill_hw, started_at FROM progress"
+                "SELECT start_seq, backfill_hw, started_at, backfill_to FROM progress"
                 " WHERE sink = ? AND dataset = ?",
                 (sink, dataset),
             ).fetchone()
         if row is None:
             return None
-        return StartPoint(int(row[0]), int(row[1]), datetime.fromisoformat(row[2]))
+        return StartPoint(int(row[0]), int(row[1]), datetime.fromisoformat(row[2]), int(row[3]))
+
+    def begin_backfill(self, sink: str, dataset: str) -> None:
+        """A backfill of everything before the start point begins: retention keeps it till sent."""
+        with self._errors("record a backfill"), immediate_transaction(self._db):
+            self._db.execute(
+                "UPDATE progress SET backfill_to = MAX(backfill_to, start_seq), updated_at = ?"
+                " WHERE sink = ? AND dataset = ?",
+                (_now(), sink, dataset),
+            )
 
     def sent_seq(self, sink: str, dataset: str) -> int:
         """The highest seq of `dataset` this store has handed to `sink` (0 when none)."""

@@ -526,9 +526,21 @@ class ExportDriver:
                 for flight in self.state.in_flight(runner.name):
                     if flight.dataset == info.name:
                         pending.update(flight.partition_ids)
+                pending.update(self._backfill_owed(runner.name, info.name))
             if lowest is not None:
                 floors[info.name] = ExportFloor(lowest, frozenset(pending), frozenset(kept))
         return floors
+
+    def _backfill_owed(self, sink: str, dataset: str) -> list[str]:
+        """The partitions a begun backfill of `sink` has still to send (before its start point)."""
+        point = self.state.start_point(sink, dataset)
+        if point is None or not point.backfilling:
+            return []
+        return [
+            p.id
+            for p in self.cache.ready_partitions(dataset, after=point.backfill_hw)
+            if p.seq <= point.backfill_to
+        ]
 
     def _retention(self) -> None:
         if self._closed or not isinstance(self.cache, RetentionAware):

@@ -332,6 +332,9 @@ class Exporter:
             sum(p.row_count for p in before),
             extra={"sink": runner.name, "dataset": info.name, "partitions": len(before)},
         )
+        # Recorded before the first batch: if this pass is cut short, retention
+        # keeps what it has not sent for the next backfill.
+        self.state.begin_backfill(runner.name, info.name)
         # What this store never sent but the sink holds was written by another
         # store of this cache identity: said, as on a normal pass.
         sent = self.state.sent_seq(runner.name, info.name)

@@ -10,7 +10,7 @@ import sqlite3
 
 from hypaware.core.errors import StateError
 from hypaware.core.sqlite import Migration
-from hypaware.export.binding import BINDING_SCHEMA
+from hypaware.export.binding import BACKFILL_SCHEMA, BINDING_SCHEMA
 from hypaware.export.halts import HALTS_SCHEMA
 from hypaware.export.ledger import LEDGER_SCHEMA
 
@@ -73,4 +73,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         BINDING_SCHEMA,
     ),
     Migration("halted sinks: the cause, since when, tries, and the next try", HALTS_SCHEMA),
+    Migration(
+        "how far a begun backfill goes, so retention keeps what it has not sent", BACKFILL_SCHEMA
+    ),
 )

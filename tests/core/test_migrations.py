@@ -52,7 +52,7 @@ def _set_version(path: Path, version: int) -> None:
 
 def test_a_new_progress_store_is_at_the_latest_version(tmp_path: Path) -> None:
     ProgressStore(tmp_path).close()
-    assert _version(tmp_path / STATE_FILE) == len(STATE_MIGRATIONS) == 5
+    assert _version(tmp_path / STATE_FILE) == len(STATE_MIGRATIONS) == 6
 
 
 def test_a_progress_store_of_the_first_release_is_migrated_and_keeps_its_progress(
