@@ -55,6 +55,7 @@ from hypaware.core.errors import (
     TransientStoreError,
 )
 from hypaware.core.paths import encode_segment
+from hypaware.core.query_source import QuerySource
 from hypaware.core.types import (
     ExportBatch,
     ExportOptions,
@@ -111,6 +112,21 @@ class BlobSink(FileWriter, AsyncClosing):
         """Where the files go, as the batch index scopes acknowledgements (a URL, no secrets)."""
         store = self.store
         return store.url if isinstance(store, NamedStore) and store.url else self.destination
+
+    def query_source(self, name: str, cache_identity: str | None) -> QuerySource | None:
+        """The sink's files as a query reads them (`ProvidesQuerySource`).
+
+        Parquet through an obstore-backed store only: the files are read in
+        place, by their batch's record in the index. Other encodings cannot
+        be read back.
+        """
+        from hypaware.blob.query_source import ParquetSource
+        from hypaware.blob.store import ObstoreBlobStore
+
+        ext = self.encoder.extension
+        if ext == "parquet" and isinstance(self.store, ObstoreBlobStore):
+            return ParquetSource(name, self.store, ext, self.index)
+        return None
 
     def __repr__(self) -> str:
         return f"BlobSink({self.name!r}, {self.store!r}, {self.encoder!r})"

@@ -301,8 +301,9 @@ def dump_config(config: HypawareConfig) -> dict[str, Any]:
         }
         entry: dict[str, Any] = {k: v for k, v in parts.items() if v is not None}
         cfg = dict(spec.config)
+        fields = attrs.asdict(spec, recurse=False)
         for key in SINK_SETTING_KEYS:
-            value = getattr(spec, key)
+            value = fields[key]
             cfg[key] = list(value) if isinstance(value, tuple) else value
         entry["config"] = cfg
         sinks[spec.name] = entry

@@ -62,7 +62,7 @@ class DatasetLedger:
 
     @property
     def balanced(self) -> bool:
-        buckets: list[Bucket] = [getattr(self, b) for b in BUCKETS]
+        buckets = (self.exported, self.pending, self.in_flight, self.parked, self.before_start)
         partitions = sum(b.partitions for b in buckets)
         rows = sum(b.rows for b in buckets)
         return partitions == self.sealed.partitions and rows == self.sealed.rows

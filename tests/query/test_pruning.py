@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import hypaware
-import hypaware.querying.sources.parquet as parquet_source
+import hypaware.blob.query_source as parquet_source
 from hypaware.iceberg.fileio import ObstoreFileIO
 
 from .helpers import DAY0, cache_for, config, export, iceberg_sink, make_rows, parquet_sink

@@ -6,7 +6,12 @@ rows (`SinkView.claims`). The query reads claimed partitions from the sink
 and the rest from the cache, and tells the view which partitions the cache
 answers for so the sink never returns them too (`SinkView.reader`).
 
-- Parquet blob sinks (`BlobSink` with a Parquet encoder): object names carry
+A sink provides its source through the query-source contract
+(`hypaware.core.query_source.ProvidesQuerySource`), first-party sinks as
+third parties do:
+
+- Parquet blob sinks (`BlobSink` with a Parquet encoder,
+  `hypaware.blob.query_source`): object names carry
   the batch (``part-<hash of sink, dataset, batch id>``) and the sink's
   `BatchIndex` says which partitions each batch holds. Files of an open
   batch are never read; a file is left out when its batch holds a partition
@@ -14,20 +19,20 @@ answers for so the sink never returns them too (`SinkView.reader`).
   the progress store says the sink acknowledged it and a listed batch holds
   it; the store is read before the listing, the index after it, and a sink
   acknowledges only after every file of the batch is in place.
-- Iceberg (`TableSink` over `IcebergTableFormat`): the table is read at one
+- Iceberg (`TableSink` over `IcebergTableFormat`, `hypaware.iceberg.query_source`):
+  the table is read at one
   snapshot, and a partition is claimed when that snapshot's exactly-once
   record lists it under the query's cache identity (other caches' rows in a
   shared table are the table's to return).
-- Any other `QueryableSink`: its `scan`, with partitions claimed by the
+- Any other `QueryableSink` (`GenericSource`): its `scan`, with partitions claimed by the
   progress store, and every partition not claimed (the cache's, pending or
   in flight) passed as `exclude`. A sink whose `scan` takes no `exclude`
   cannot be read exactly, so it is not a source at all.
 
 
-One module per source kind: `parquet`, `iceberg` and `generic` read sinks,
-`cache` reads cache partitions, and `base` holds what they share (`SinkView`,
-rows filtered and conformed to the query's columns). `sink_source` picks the
-source for a built sink.
+`cache` reads cache partitions; `parquet`, `iceberg`, `generic` and `base`
+keep the names the sources had here. `sink_source` picks the source for a
+built sink.
 """
 
 from __future__ import annotations
@@ -56,14 +61,6 @@ def sink_source(name: str, sink: Any, cache_identity: str | None = None) -> Quer
     the identity of the cache the query reads beside the sink (None for a
     cache without one).
     """
-    from hypaware.blob.sink import BlobSink
-    from hypaware.blob.store import ObstoreBlobStore
-
-    if isinstance(sink, BlobSink):
-        ext = sink.encoder.extension
-        if ext == "parquet" and isinstance(sink.store, ObstoreBlobStore):
-            return ParquetSource(name, sink.store, ext, sink.index)
-        return None
     if isinstance(sink, ProvidesQuerySource):
         return sink.query_source(name, cache_identity)
     return GenericSource(name, sink) if GenericSource.exact(sink) else None
