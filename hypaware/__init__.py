@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from hypaware.core.types import (
         DatasetInfo,
         ExportBatch,
+        ExportFloor,
         ExportOptions,
         ExportResult,
         MaintenanceReport,
@@ -144,6 +145,7 @@ _LAZY: dict[str, str] = {
     "Secret": "core.secrets",
     "DatasetInfo": "core.types",
     "ExportBatch": "core.types",
+    "ExportFloor": "core.types",
     "ExportOptions": "core.types",
     "ExportResult": "core.types",
     "MaintenanceReport": "core.types",
@@ -171,6 +173,7 @@ __all__ = [
     "Encoder",
     "ExportBatch",
     "ExportDriver",
+    "ExportFloor",
     "ExportObserver",
     "ExportOptions",
     "ExportResult",

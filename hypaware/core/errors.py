@@ -37,7 +37,6 @@ import attrs
 __all__ = [
     "AlreadyExistsError",
     "CacheError",
-    "CacheOnlyWarning",
     "ConfigError",
     "EncodeError",
     "FilterError",
@@ -180,7 +179,3 @@ class SourceUnreadableError(QueryError):
     def __init__(self, part: str, message: str) -> None:
         super().__init__(f"{part}: {message}" if not message.startswith(part) else message)
         self.part = part
-
-
-class CacheOnlyWarning(UserWarning):
-    """The answer comes from the cache alone: older rows, bounded by retention, may be missing."""

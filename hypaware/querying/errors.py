@@ -6,13 +6,13 @@ QueryError
 ├── QueryInputError       a malformed time, expression or column (also a ValueError)
 └── SourceUnreadableError a part of the data (the cache or a sink) could not be read
 
-They are defined in `hypaware.core.errors`, with every other error.
+They are defined in `hypaware.core.errors`, with every other error; the
+warning `CacheOnlyWarning` is defined here.
 """
 
 from __future__ import annotations
 
 from hypaware.core.errors import (
-    CacheOnlyWarning,
     NotQueryableError,
     QueryError,
     QueryInputError,
@@ -28,3 +28,7 @@ __all__ = [
     "SourceUnreadableError",
     "UnknownDatasetError",
 ]
+
+
+class CacheOnlyWarning(UserWarning):
+    """The answer comes from the cache alone: older rows, bounded by retention, may be missing."""
