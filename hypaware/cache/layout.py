@@ -1,4 +1,4 @@
-"""Where a `LocalCache` keeps its files, and the base every part of it builds on.
+"""Where a `LocalCache` keeps its files, and the part of it the other parts build on.
 
 The file names below spell out the layout drawn in `hypaware.cache.local`.
 `CacheDirectory` holds what the read path, the write path and retention
@@ -14,12 +14,13 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from hypaware.cache.durable import fsync_all
 from hypaware.cache.identity import local_identity
 from hypaware.cache.partitioning import GRAINS, dump_info, load_info
 from hypaware.core.errors import CacheError
@@ -63,20 +64,36 @@ class LocalCacheStats:
     recovered_seals: int = 0
 
 
-class CacheDirectory:
-    """The base of `LocalCache`: its datasets, seq counters, lock and atomic writes.
+@attrs.define
+class CacheSettings:
+    """The settings of a `LocalCache`, one object shared by all its parts.
 
-    `LocalCache.__init__` sets the attributes declared here.
+    Shared rather than copied: a setting changed on the cache after it is
+    made (fsync switched off, `max_bytes` tightened) holds for every part at
+    once. See `LocalCache` for what each means.
     """
 
-    path: Path
     fsync: bool
     segment_format: str
     compression: str
-    stats: LocalCacheStats
-    _clock: Callable[[], datetime]
-    _infos: dict[str, DatasetInfo]
-    _warned_missing: bool
+    retention: timedelta | None
+    max_bytes: int | None
+    max_age: timedelta | None
+
+
+class CacheDirectory:
+    """The directory of a `LocalCache`: its datasets, seq counters, lock and atomic writes.
+
+    `settings.fsync` says whether files are made durable before they are
+    renamed into place; `stats` is the cache's, shared with its other parts.
+    """
+
+    def __init__(self, path: Path, *, settings: CacheSettings, stats: LocalCacheStats) -> None:
+        self.path = path
+        self.settings = settings
+        self.stats = stats
+        self._infos: dict[str, DatasetInfo] = {}
+        self._warned_missing = False
 
     # ------------------------------------------------------------ datasets
 
@@ -105,8 +122,8 @@ class CacheDirectory:
             for sub in ("open", "sealing", "sealed"):
                 (directory / sub).mkdir(parents=True, exist_ok=True)
             # The identity is born with the first dataset, before any partition.
-            local_identity(self.path, fsync=self.fsync)
-            self._atomic_write(directory / "dataset.json", dump_info(info))
+            local_identity(self.path, fsync=self.settings.fsync)
+            self.atomic_write(directory / "dataset.json", dump_info(info))
         except OSError as exc:
             raise CacheError(f"cannot create dataset {info.name!r} in {self.path}: {exc}") from exc
         self._infos[info.name] = info
@@ -150,7 +167,7 @@ class CacheDirectory:
 
     def _load_info(self, name: str, *, quiet: bool = False) -> DatasetInfo | None:
         # Every entry point that takes a dataset name comes through here (or
-        # `_lock`), so a name that would leave the cache directory is refused
+        # `lock`), so a name that would leave the cache directory is refused
         # before any path is built from it.
         _check_dataset_name(name)
         if name in self._infos:
@@ -185,10 +202,11 @@ class CacheDirectory:
 
     # ----------------------------------------------------------- seq counter
 
-    def _next_seq(self, dataset: str) -> int:
+    def next_seq(self, dataset: str) -> int:
+        """The seq after every one `dataset` has handed out or has a segment or claim of."""
         _check_dataset_name(dataset)
         directory = self.path / dataset
-        seqs = [self._counter(dataset)]
+        seqs = [self.counter(dataset)]
         for sub, pattern in (("sealed", SEGMENT_NAME), ("sealing", SEALING_NAME)):
             with contextlib.suppress(FileNotFoundError):
                 for entry in os.listdir(directory / sub):
@@ -197,7 +215,8 @@ class CacheDirectory:
                         seqs.append(int(m.group(1)))
         return max(seqs) + 1
 
-    def _counter(self, dataset: str) -> int:
+    def counter(self, dataset: str) -> int:
+        """The last seq written to the counter of `dataset` (0 before the first seal)."""
         _check_dataset_name(dataset)
         try:
             return int((self.path / dataset / "seq").read_text().strip() or 0)
@@ -209,7 +228,8 @@ class CacheDirectory:
     # ------------------------------------------------------------- helpers
 
     @contextlib.contextmanager
-    def _lock(self, dataset: str) -> Iterator[None]:
+    def lock(self, dataset: str) -> Iterator[None]:
+        """Hold the lock file of `dataset`, which serialises its writers across processes."""
         _check_dataset_name(dataset)
         path = self.path / dataset / ".lock"
         try:
@@ -222,7 +242,8 @@ class CacheDirectory:
         finally:
             os.close(fd)
 
-    def _atomic_write(self, path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+    def atomic_write(self, path: Path, data: bytes, *, sync_dir: bool = True) -> None:
+        """Put `data` at `path` by rename, made durable first (when `fsync` says so)."""
         self._atomic_write_with(path, lambda f: f.write(data), sync_dir=sync_dir)
 
     def _atomic_write_with(
@@ -231,15 +252,23 @@ class CacheDirectory:
         tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
         with open(tmp, "wb") as f:
             write(f)
-            if self.fsync:
+            if self.settings.fsync:
                 f.flush()
                 os.fsync(f.fileno())
         os.rename(tmp, path)
         if sync_dir:
-            self._sync_dir(path.parent)
+            self.sync_dir(path.parent)
 
-    def _sync_dir(self, path: Path) -> None:
-        if not self.fsync:
+    def publish(self, written: list[tuple[Path, Path]]) -> None:
+        """Fsync the temp files (all at once), then rename each to its final name."""
+        if self.settings.fsync:
+            fsync_all([tmp for tmp, _final in written])
+        for tmp, final in written:
+            os.rename(tmp, final)
+
+    def sync_dir(self, path: Path) -> None:
+        """Make the entries of directory `path` durable (when `fsync` says so)."""
+        if not self.settings.fsync:
             return
         fd = os.open(path, os.O_RDONLY)
         try:

@@ -29,6 +29,7 @@ from hypaware.cache.layout import (
     SEGMENT_NAME,
     SEGMENT_SUFFIXES,
     CacheDirectory,
+    LocalCacheStats,
     log,
 )
 from hypaware.cache.listing import SealedListing, Segment
@@ -39,22 +40,25 @@ from hypaware.core.workers import cores, map_bounded
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["CacheReads", "Segment", "sealed_names"]
+__all__ = ["CacheReader", "Segment", "sealed_names"]
 
 
-class CacheReads(CacheDirectory):
+class CacheReader:
     """Listing sealed partitions and opening them (part of `LocalCache`)."""
 
-    # Set by `LocalCache.__init__`: segments described so far and those found
-    # corrupt, by path (as a string: listing hashes every name on every pass),
-    # and each dataset's sealed directory as last listed.
-    _segments: dict[str, Segment]
-    _bad: set[str]
-    _listings: dict[str, SealedListing]
+    def __init__(self, directory: CacheDirectory, *, stats: LocalCacheStats) -> None:
+        self.directory = directory
+        self.stats = stats
+        # Segments described so far and those found corrupt, by path (as a string:
+        # listing hashes every name on every pass), and each dataset's sealed
+        # directory as last listed.
+        self._segments: dict[str, Segment] = {}
+        self._bad: set[str] = set()
+        self._listings: dict[str, SealedListing] = {}
 
     def ready_partitions(self, dataset: str, *, after: int = 0) -> Sequence[PartitionRef]:
-        info = self.dataset(dataset)
-        directory = self.path / dataset
+        info = self.directory.dataset(dataset)
+        directory = self.directory.path / dataset
         # The sealing directory first: a seal under way hides its seqs and all above.
         pending: int | None = None
         with contextlib.suppress(FileNotFoundError):
@@ -63,17 +67,21 @@ class CacheReads(CacheDirectory):
                 if m:
                     seq = int(m.group(1))
                     pending = seq if pending is None else min(pending, seq)
-        listing = self._sealed_listing(dataset, info, pending)
+        listing = self.sealed_listing(dataset, info, pending)
         if listing is None:
             return []
         with listing.lock:
             return listing.between(after, pending)
 
-    def _sealed_listing(
+    def kept_listing(self, dataset: str) -> SealedListing | None:
+        """The dataset's listing as last taken, without listing again (None: not taken)."""
+        return self._listings.get(dataset)
+
+    def sealed_listing(
         self, dataset: str, info: DatasetInfo, pending: int | None
     ) -> SealedListing | None:
         """The dataset's listing, up to date with its sealed directory (None: no directory)."""
-        sealed = self.path / dataset / "sealed"
+        sealed = self.directory.path / dataset / "sealed"
         try:
             entries = os.listdir(sealed)
         except FileNotFoundError:
@@ -95,7 +103,7 @@ class CacheReads(CacheDirectory):
             new: list[Segment] = []
             if added:
                 new = self._take_in(listing, sealed, added, pending)
-            listing.add(new, info, self._ref)
+            listing.add(new, info, self.ref)
         return listing
 
     def _take_in(
@@ -115,10 +123,10 @@ class CacheReads(CacheDirectory):
             hints = self._index_hints(sealed, sorted(listing.indexes), todo)
             # Segments no index describes have their own metadata read, on every core.
             unhinted = [sealed / e for _seq, e in todo if e not in hints]
-            map_bounded(self._segment, unhinted, workers=cores())
+            map_bounded(self.segment, unhinted, workers=cores())
             for _seq, entry in todo:
                 if entry in hints:
-                    self._segment(sealed / entry, hint=hints[entry])
+                    self.segment(sealed / entry, hint=hints[entry])
         new: list[Segment] = []
         retry: set[str] = set(later)
         for _seq, entry in fresh:
@@ -156,28 +164,28 @@ class CacheReads(CacheDirectory):
         return hints
 
     def partition(self, dataset: str, partition_id: str) -> PartitionRef | None:
-        info = self.dataset(dataset)
+        info = self.directory.dataset(dataset)
         if not isinstance(partition_id, str) or not SEGMENT_NAME.fullmatch(f"{partition_id}.arrow"):
             raise CacheError(
                 f"partition id {partition_id!r} of dataset {dataset!r} is not a partition "
                 "id of this cache (<12-digit seq>-<key>, letters, digits, '_' and '-')"
             )
-        path = self._sealed_path(dataset, partition_id)
+        path = self.sealed_path(dataset, partition_id)
         if path is None:
             return None
-        segment = self._segment(path)
-        return None if segment is None else self._ref(info, segment)
+        segment = self.segment(path)
+        return None if segment is None else self.ref(info, segment)
 
-    def _sealed_path(self, dataset: str, partition_id: str) -> Path | None:
+    def sealed_path(self, dataset: str, partition_id: str) -> Path | None:
         """The sealed segment of `partition_id`, in whichever format it was sealed."""
-        sealed = self.path / dataset / "sealed"
+        sealed = self.directory.path / dataset / "sealed"
         for suffix in SEGMENT_SUFFIXES:
             path = sealed / f"{partition_id}{suffix}"
             if path.exists():
                 return path
         return None
 
-    def _segment(self, path: Path, *, hint: dict[str, Any] | None = None) -> Segment | None:
+    def segment(self, path: Path, *, hint: dict[str, Any] | None = None) -> Segment | None:
         """The segment at `path`, described by `hint` (its index entry) or its own metadata."""
         key = str(path)
         cached = self._segments.get(key)
@@ -219,7 +227,12 @@ class CacheReads(CacheDirectory):
         self._segments[key] = segment
         return segment
 
-    def _ref(self, info: DatasetInfo, segment: Segment) -> PartitionRef:
+    def forget(self, path: Path) -> None:
+        """Drop the description of the segment at `path`, which is gone."""
+        self._segments.pop(str(path), None)
+
+    def ref(self, info: DatasetInfo, segment: Segment) -> PartitionRef:
+        """A `PartitionRef` of `segment` of dataset `info`, opening it when read."""
         path = segment.path
         schema = info.schema
 

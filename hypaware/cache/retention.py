@@ -6,13 +6,19 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from hypaware.cache.index import stale_indexes
-from hypaware.cache.layout import SEGMENT_NAME, log
+from hypaware.cache.layout import (
+    SEGMENT_NAME,
+    CacheDirectory,
+    CacheSettings,
+    LocalCacheStats,
+    log,
+)
 from hypaware.cache.protocol import ExportFloor, RetentionReport
-from hypaware.cache.reads import CacheReads, Segment
+from hypaware.cache.reads import CacheReader, Segment
 from hypaware.core.errors import CacheError
 
 __all__ = ["CacheRetention"]
@@ -24,39 +30,57 @@ _RECENT = 1.0
 _Candidate = tuple[Segment, str, bool]
 
 
-class CacheRetention(CacheReads):
-    """Dropping old sealed partitions (part of `LocalCache`)."""
+class CacheRetention:
+    """Dropping old sealed partitions (part of `LocalCache`).
 
-    # Set by `LocalCache.__init__`; see its docstring.
-    retention: timedelta | None
-    max_bytes: int | None
-    max_age: timedelta | None
+    `retention`, `max_bytes` and `max_age` are the rules `LocalCache`
+    describes; `clock` says when "now" is, and `reader` what is sealed.
+    """
+
+    def __init__(
+        self,
+        directory: CacheDirectory,
+        reader: CacheReader,
+        *,
+        settings: CacheSettings,
+        stats: LocalCacheStats,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.directory = directory
+        self.reader = reader
+        self.settings = settings
+        self.stats = stats
+        self._clock = clock
 
     def enforce_retention(
         self, floors: Mapping[str, ExportFloor], *, now: datetime | None = None
     ) -> RetentionReport:
-        if self.retention is None and self.max_bytes is None and self.max_age is None:
+        if (
+            self.settings.retention is None
+            and self.settings.max_bytes is None
+            and self.settings.max_age is None
+        ):
             return RetentionReport((), (), 0)
         now = now or self._clock()
-        infos = {info.name: info for info in self.datasets()}
+        infos = {info.name: info for info in self.directory.datasets()}
 
         def still_needed(seg: Segment, ds: str) -> bool:
             floor = floors.get(ds)
-            return floor is not None and floor.needs(self._ref(infos[ds], seg))
+            return floor is not None and floor.needs(self.reader.ref(infos[ds], seg))
 
         candidates, parked = self._candidates(infos, floors)
-        if self.max_bytes is not None:
+        if self.settings.max_bytes is not None:
             candidates = [(seg, ds, still_needed(seg, ds)) for seg, ds, _ in candidates]
         drop = self._aged_out(candidates, now, still_needed)
         total = 0
-        if self.max_bytes is not None:
-            total = self._over_cap(candidates, parked, drop, self.max_bytes)
+        if self.settings.max_bytes is not None:
+            total = self._over_cap(candidates, parked, drop, self.settings.max_bytes)
         report = self._drop(drop)
-        if parked and self.max_bytes is not None and total > self.max_bytes:
+        if parked and self.settings.max_bytes is not None and total > self.settings.max_bytes:
             log.warning(
                 "cache is over its max_bytes cap by %d bytes, held by %d parked partitions; "
                 "`hypaware retry` them or reset the sinks that parked them",
-                total - self.max_bytes,
+                total - self.settings.max_bytes,
                 len(parked),
                 extra={"parked": len(parked)},
             )
@@ -92,11 +116,11 @@ class CacheRetention(CacheReads):
         drop: dict[Path, _Candidate] = {}
         for seg, ds, known in candidates:
             age = now - seg.sealed_at
-            hard = self.max_age is not None and age > self.max_age
-            old = self.retention is not None and age > self.retention
+            hard = self.settings.max_age is not None and age > self.settings.max_age
+            old = self.settings.retention is not None and age > self.settings.retention
             if not (hard or old):
                 continue
-            need = known if self.max_bytes is not None else still_needed(seg, ds)
+            need = known if self.settings.max_bytes is not None else still_needed(seg, ds)
             if hard or not need:
                 drop[seg.path] = (seg, ds, need)
         return drop
@@ -129,10 +153,10 @@ class CacheRetention(CacheReads):
         freed = 0
         for seg, ds, needed in sorted(drop.values(), key=lambda c: (c[1], c[0].seq)):
             try:
-                with self._lock(ds):
+                with self.directory.lock(ds):
                     self._raise_counter(ds)
                     seg.path.unlink()
-                    self._sync_dir(seg.path.parent)
+                    self.directory.sync_dir(seg.path.parent)
             except FileNotFoundError:
                 pass
             except (OSError, CacheError) as exc:
@@ -144,7 +168,7 @@ class CacheRetention(CacheReads):
                     extra={"dataset": ds, "cache_path": str(seg.path)},
                 )
                 continue
-            self._segments.pop(str(seg.path), None)
+            self.reader.forget(seg.path)
             touched.add(ds)
             self.stats.dropped_partitions += 1
             dropped.append(f"{ds}/{seg.id}")
@@ -167,9 +191,9 @@ class CacheRetention(CacheReads):
         # The listing the read path keeps, taken again unless the pass just took it: one
         # a moment old lacks at most a seal too young to drop, and names a segment gone
         # since only to find it gone.
-        listing = self._listings.get(dataset)
+        listing = self.reader.kept_listing(dataset)
         if listing is None or time.monotonic() - listing.listed_at > _RECENT:
-            listing = self._sealed_listing(dataset, self.dataset(dataset), None)
+            listing = self.reader.sealed_listing(dataset, self.directory.dataset(dataset), None)
         if listing is None:
             return []
         with listing.lock:
@@ -177,11 +201,11 @@ class CacheRetention(CacheReads):
 
     def _drop_stale_indexes(self, dataset: str) -> None:
         """Remove the seal indexes of `dataset` none of whose segments is left."""
-        sealed = self.path / dataset / "sealed"
+        sealed = self.directory.path / dataset / "sealed"
         # Under the lock: a seal renames its segments, then its index, into place, and a
         # listing taken meanwhile could show the index without them.
         try:
-            with self._lock(dataset):
+            with self.directory.lock(dataset):
                 entries = os.listdir(sealed)
                 seqs = [int(m.group(1)) for e in entries if (m := SEGMENT_NAME.match(e))]
                 for name in stale_indexes(entries, seqs):
@@ -193,6 +217,8 @@ class CacheRetention(CacheReads):
 
     def _raise_counter(self, dataset: str) -> None:
         # Seqs are never reused: the counter must cover a segment before the segment goes.
-        highest = self._next_seq(dataset) - 1
-        if highest > self._counter(dataset):
-            self._atomic_write(self.path / dataset / "seq", str(highest).encode())
+        highest = self.directory.next_seq(dataset) - 1
+        if highest > self.directory.counter(dataset):
+            self.directory.atomic_write(
+                self.directory.path / dataset / "seq", str(highest).encode()
+            )

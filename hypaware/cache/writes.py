@@ -13,21 +13,24 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hypaware.cache.durable import IO_WORKERS, fsync_all
+from hypaware.cache.durable import IO_WORKERS
 from hypaware.cache.index import dump_index, index_name
 from hypaware.cache.layout import (
     CHUNK_NAME,
     SEALING_NAME,
     SEGMENT_META,
+    CacheDirectory,
+    CacheSettings,
+    LocalCacheStats,
     log,
 )
 from hypaware.cache.partitioning import bucket_closed, conform, key_dir, split_by_key, to_table
-from hypaware.cache.reads import CacheReads, Segment, open_ipc
+from hypaware.cache.reads import CacheReader, Segment, open_ipc
 from hypaware.core.errors import CacheError
 from hypaware.core.types import DatasetInfo, PartitionRef
 from hypaware.core.workers import cores, map_bounded
@@ -35,14 +38,33 @@ from hypaware.core.workers import cores, map_bounded
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["CacheWrites"]
+__all__ = ["CacheWriter"]
 
 _KEY_META = b"hypaware.key"
 _chunk_counter = itertools.count()
 
 
-class CacheWrites(CacheReads):
-    """Appending rows, sealing them, finishing interrupted seals (part of `LocalCache`)."""
+class CacheWriter:
+    """Appending rows, sealing them, finishing interrupted seals (part of `LocalCache`).
+
+    New segments are written in `segment_format` with `compression`, stamped
+    with `clock`'s time; `reader` describes them once they are in place.
+    """
+
+    def __init__(
+        self,
+        directory: CacheDirectory,
+        reader: CacheReader,
+        *,
+        settings: CacheSettings,
+        stats: LocalCacheStats,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.directory = directory
+        self.reader = reader
+        self.settings = settings
+        self.stats = stats
+        self._clock = clock
 
     def append(
         self,
@@ -59,12 +81,12 @@ class CacheWrites(CacheReads):
         """
         import pyarrow as pa
 
-        info = self.dataset(dataset)
+        info = self.directory.dataset(dataset)
         table = conform(info, to_table(info, data, pa))
         if table.num_rows == 0:
             return 0
-        directory = self.path / dataset
-        with self._lock(dataset):
+        directory = self.directory.path / dataset
+        with self.directory.lock(dataset):
             try:
                 written = [
                     _write_chunk(directory / "open", key, rows)
@@ -74,11 +96,11 @@ class CacheWrites(CacheReads):
                 # place, then one directory fsync: an append of many keys costs about one
                 # journal commit, not one per key. A crash leaves only temp files (removed
                 # by the next writer), never a chunk that is not durable.
-                self._publish(written)
-                self._sync_dir(directory / "open")
+                self.directory.publish(written)
+                self.directory.sync_dir(directory / "open")
             except OSError as exc:
                 raise CacheError(
-                    f"cannot append to dataset {dataset!r} in {self.path}: {exc}"
+                    f"cannot append to dataset {dataset!r} in {self.directory.path}: {exc}"
                 ) from exc
         return int(table.num_rows)
 
@@ -91,17 +113,17 @@ class CacheWrites(CacheReads):
         are sealed (partitions without a time grain are always sealed). Each
         sealed partition gets the next seq of its dataset. Returns them.
         """
-        names = [dataset] if dataset is not None else [d.name for d in self.datasets()]
+        names = [dataset] if dataset is not None else [d.name for d in self.directory.datasets()]
         sealed: list[PartitionRef] = []
         for name in names:
-            info = self.dataset(name)
-            with self._lock(name):
+            info = self.directory.dataset(name)
+            with self.directory.lock(name):
                 self._recover(name)
                 sealed.extend(self._seal_locked(info, before))
         return sealed
 
     def _seal_locked(self, info: DatasetInfo, before: datetime | None) -> list[PartitionRef]:
-        directory = self.path / info.name
+        directory = self.directory.path / info.name
         try:
             entries = sorted(os.listdir(directory / "open"))
         except FileNotFoundError:
@@ -117,7 +139,7 @@ class CacheWrites(CacheReads):
             # write the segments. A chunk is claimed by renaming it under its seq: the
             # commit point. Should a crash interrupt the claims of one key, the chunks
             # claimed so far make that seq's partition and the rest a later one.
-            seq = self._next_seq(info.name)
+            seq = self.directory.next_seq(info.name)
             for chunks in by_key.values():
                 if before is not None:
                     key = _chunk_key(directory / "open" / chunks[0])
@@ -131,19 +153,21 @@ class CacheWrites(CacheReads):
                 seq += 1
             if not claimed:
                 return []
-            self._sync_dir(directory / "sealing")
-            self._sync_dir(directory / "open")
-            self._atomic_write(directory / "seq", str(seq - 1).encode())
+            self.directory.sync_dir(directory / "sealing")
+            self.directory.sync_dir(directory / "open")
+            self.directory.atomic_write(directory / "seq", str(seq - 1).encode())
             segments = self._finish_seals(info, self._claims(info.name))
             wanted = set(claimed)
-            return [self._ref(info, s) for s in segments if s.seq in wanted]
+            return [self.reader.ref(info, s) for s in segments if s.seq in wanted]
         except OSError as exc:
-            raise CacheError(f"cannot seal dataset {info.name!r} in {self.path}: {exc}") from exc
+            raise CacheError(
+                f"cannot seal dataset {info.name!r} in {self.directory.path}: {exc}"
+            ) from exc
 
     def _claims(self, dataset: str) -> dict[int, tuple[str, list[Path]]]:
         """Chunks claimed by seals, by seq: (key directory name, chunk paths)."""
         claims: dict[int, tuple[str, list[Path]]] = {}
-        sealing = self.path / dataset / "sealing"
+        sealing = self.directory.path / dataset / "sealing"
         with contextlib.suppress(FileNotFoundError):
             for entry in sorted(os.listdir(sealing)):
                 m = SEALING_NAME.match(entry)
@@ -163,9 +187,9 @@ class CacheWrites(CacheReads):
         written = map_bounded(
             lambda seq: self._write_segment(info, seq, *claims[seq]), order, workers=cores()
         )
-        self._publish([(tmp, final) for tmp, final, _doc in written if tmp is not None])
+        self.directory.publish([(tmp, final) for tmp, final, _doc in written if tmp is not None])
         sealed = written[0][1].parent
-        self._sync_dir(sealed)
+        self.directory.sync_dir(sealed)
         entries = {final.name: doc for _tmp, final, doc in written if doc is not None}
         if entries:
             self._write_index(sealed, entries)
@@ -174,11 +198,11 @@ class CacheWrites(CacheReads):
         map_bounded(_unlink, [c for seq in order for c in claims[seq][1]], workers=IO_WORKERS)
         segments = []
         for _tmp, final, doc in written:
-            segment = self._segment(final, hint=doc)
+            segment = self.reader.segment(final, hint=doc)
             if segment is None:
                 raise CacheError(f"segment {final} was written but cannot be read back")
             segments.append(segment)
-        self._sync_dir(self.path / info.name / "sealing")
+        self.directory.sync_dir(self.directory.path / info.name / "sealing")
         return segments
 
     def _write_index(self, sealed: Path, entries: dict[str, dict[str, Any]]) -> None:
@@ -198,23 +222,17 @@ class CacheWrites(CacheReads):
                 extra={"cache_path": str(sealed / name)},
             )
 
-    def _publish(self, written: list[tuple[Path, Path]]) -> None:
-        """Fsync the temp files (all at once), then rename each to its final name."""
-        if self.fsync:
-            fsync_all([tmp for tmp, _final in written])
-        for tmp, final in written:
-            os.rename(tmp, final)
-
     def _write_segment(
         self, info: DatasetInfo, seq: int, keydir: str, chunks: list[Path]
     ) -> tuple[Path | None, Path, dict[str, Any] | None]:
         """Write one segment into a temp file: (temp path, final path, its index entry),
         or (None, final, None) when it is already in place (a seal finished by recovery)."""
         # Whatever format an interrupted seal used, its segment stands.
-        done = self._sealed_path(info.name, f"{seq:012d}-{keydir}")
+        done = self.reader.sealed_path(info.name, f"{seq:012d}-{keydir}")
         if done is not None:
             return None, done, None
-        final = self.path / info.name / "sealed" / f"{seq:012d}-{keydir}.{self.segment_format}"
+        sealed = self.directory.path / info.name / "sealed"
+        final = sealed / f"{seq:012d}-{keydir}.{self.settings.segment_format}"
         tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
         sealed_at = self._clock()
         tables, key = _read_chunks(info, chunks)
@@ -228,10 +246,10 @@ class CacheWrites(CacheReads):
         import pyarrow as pa
 
         try:
-            if self.segment_format == "arrow":
-                _write_arrow(tmp, info.schema, tables, doc, self.compression)
+            if self.settings.segment_format == "arrow":
+                _write_arrow(tmp, info.schema, tables, doc, self.settings.compression)
             else:
-                _write_parquet(tmp, info.schema, tables, doc, self.compression)
+                _write_parquet(tmp, info.schema, tables, doc, self.settings.compression)
         except pa.ArrowException as exc:
             _unlink(tmp)
             raise CacheError(
@@ -242,8 +260,8 @@ class CacheWrites(CacheReads):
 
     def _recover(self, dataset: str) -> None:
         """Finish seals cut short by a crash and remove half-written temp files."""
-        directory = self.path / dataset
-        info = self.dataset(dataset)
+        directory = self.directory.path / dataset
+        info = self.directory.dataset(dataset)
         for sub in ("sealed", "open"):
             for tmp in _walk_temps(directory / sub):
                 with contextlib.suppress(OSError):
@@ -261,8 +279,8 @@ class CacheWrites(CacheReads):
 
     def recover(self) -> None:
         """Finish interrupted seals of every dataset now (writers also do it on their own)."""
-        for info in self.datasets():
-            with self._lock(info.name):
+        for info in self.directory.datasets():
+            with self.directory.lock(info.name):
                 self._recover(info.name)
 
 

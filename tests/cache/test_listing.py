@@ -85,8 +85,8 @@ def test_a_listing_hands_back_the_refs_it_made_before_until_they_are_dropped(
     clock[0] += timedelta(days=1)
     cache.enforce_retention({})
     assert cache.ready_partitions("events") == []
-    assert cache._listings["events"].refs == []
-    assert cache._segments == {}
+    assert cache._reader._listings["events"].refs == []
+    assert cache._reader._segments == {}
 
 
 # ---------------------------------------------------------------- the kept listing
@@ -164,7 +164,7 @@ def test_a_segment_not_readable_yet_is_listed_once_it_is(tmp_path: Path) -> None
     held = second.read_bytes()
     # Between the listing and reading its metadata the segment goes (renamed away, say).
     listing = LocalCache(tmp_path / "c", fsync=False)
-    real = listing._segment
+    real = listing._reader.segment
     vanished: list[Path] = []
 
     def vanish_once(path: Path, *, hint: dict[str, object] | None = None) -> Segment | None:
@@ -173,7 +173,7 @@ def test_a_segment_not_readable_yet_is_listed_once_it_is(tmp_path: Path) -> None
             path.unlink()
         return real(path, hint=hint)
 
-    listing._segment = vanish_once  # type: ignore[method-assign]
+    listing._reader.segment = vanish_once  # type: ignore[method-assign]
     assert [p.row_count for p in listing.ready_partitions("events")] == [3]
     second.write_bytes(held)
     assert [p.row_count for p in listing.ready_partitions("events")] == [3, 4]
