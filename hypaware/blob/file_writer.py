@@ -1,10 +1,13 @@
 """Encoding files and streaming them to the store: the writing half of `BlobSink`.
 
-`FileWriter` is a base of `BlobSink`. It reads and encodes on worker
-threads of the sink's own, never on the event loop, and hands the encoded
-bytes to the store a few MiB at a time, one hand-off ahead: the worker
-encodes the next chunks while the store writes these, and the store
-finishes one file while the worker encodes the next.
+Each `BlobSink` owns a `FileWriter` and hands it every attempt at a batch;
+the sink keeps the bookkeeping (what to write, what to delete, when to
+acknowledge) and the writer knows only the store, the encoder and a hook
+for each day directory it starts. It reads and encodes on worker threads
+of its own, never on the event loop, and hands the encoded bytes to the
+store a few MiB at a time, one hand-off ahead: the worker encodes the next
+chunks while the store writes these, and the store finishes one file while
+the worker encodes the next.
 
 A batch that spans several days writes its day files side by side, one
 pass per "lane" (a worker thread of its own), with no more lanes than
@@ -32,7 +35,6 @@ from hypaware.core.types import ExportBatch, ObjectMeta, PartitionRef
 from hypaware.core.workers import cores
 
 if TYPE_CHECKING:
-    from hypaware.blob.batch_index import BatchIndex
     from hypaware.core.contracts import BlobStore, Encoder
 
 __all__ = ["FileWriter", "PartitionFailed", "SinkClosing", "WrittenFiles"]
@@ -77,24 +79,57 @@ class WrittenFiles:
 
 
 class FileWriter:
-    """Writes a batch's files, pass by pass, for the `BlobSink` it is a base of."""
+    """Writes a batch's files, pass by pass, through `encoder` into `store`.
 
-    # What the methods below use; `BlobSink.__init__` sets them.
-    name: str
-    store: BlobStore
-    encoder: Encoder
-    index: BatchIndex
-    _executors: dict[int, ThreadPoolExecutor]
-    _lock: threading.Lock
-    _closed: bool
-    # At most this many day passes at once (None: one per core).
-    lanes: int | None = None
+    - `name`: the sink's name, in the names of the worker threads.
+    - `on_day_dir`: called with a batch's stem and a day directory before
+      the batch's first object goes there.
 
-    async def _write(
-        self, batch: ExportBatch, stem: str, dataset_dir: str, feed: DayFeed
+    `stop()` makes writes in flight end at their next chunk; `shutdown()`
+    then joins the worker threads.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        store: BlobStore,
+        encoder: Encoder,
+        on_day_dir: Callable[[str, str], None],
+    ) -> None:
+        self.name = name
+        self.store = store
+        self.encoder = encoder
+        self._on_day_dir = on_day_dir
+        self._executors: dict[int, ThreadPoolExecutor] = {}
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def stop(self) -> None:
+        """Writes in flight raise `SinkClosing` at their next chunk."""
+        self._stopped = True
+
+    def shutdown(self) -> None:
+        """Join the worker threads (once no write is in flight)."""
+        with self._lock:
+            executors, self._executors = list(self._executors.values()), {}
+        for executor in executors:
+            # Nothing is queued once the exports have returned, so this is prompt.
+            executor.shutdown(wait=True)
+
+    async def write(
+        self,
+        batch: ExportBatch,
+        stem: str,
+        dataset_dir: str,
+        feed: DayFeed,
+        *,
+        lanes: int | None = None,
     ) -> WrittenFiles:
-        """Write every pass `feed` plans; what was written, once every put has completed."""
-        lanes = min(self.lanes or cores(), len(feed.parts))
+        """Write every pass `feed` plans, up to `lanes` at once (None: one per core).
+
+        Returns what was written, once every put has completed.
+        """
+        lanes = min(lanes or cores(), len(feed.parts))
         if lanes > 1 and feed.parallel_days:
             return await self._write_lanes(batch, stem, dataset_dir, feed, lanes)
         written = WrittenFiles()
@@ -115,7 +150,7 @@ class FileWriter:
     async def _write_lanes(
         self, batch: ExportBatch, stem: str, dataset_dir: str, feed: DayFeed, lanes: int
     ) -> WrittenFiles:
-        """`_write` with up to `lanes` passes (days) at once, each on a lane of its own."""
+        """`write` with up to `lanes` passes (days) at once, each on a lane of its own."""
         written = WrittenFiles()
         free = list(range(lanes - 1, -1, -1))
         running: dict[asyncio.Future[None], tuple[int | None, int, WrittenFiles]] = {}
@@ -186,7 +221,7 @@ class FileWriter:
                 if names is None:
                     # Recorded before the first object lands there, so that a
                     # later attempt knows where to look for stale objects.
-                    self.index.touch(stem, day_dir)
+                    self._on_day_dir(stem, day_dir)
                     names = written.paths[day_dir] = set()
                 name = f"{stem}-{len(names):04d}.{self.encoder.extension}"
                 names.add(name)
@@ -255,7 +290,7 @@ class FileWriter:
         pending = self._submit(_take_chunks, chunks, lane=lane)
         try:
             while got := await self._await_pull(pending):
-                if self._closed:
+                if self._stopped:
                     raise SinkClosing
                 pending = self._submit(_take_chunks, chunks, lane=lane)
                 yield got

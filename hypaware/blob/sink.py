@@ -3,9 +3,9 @@
 Objects are laid out by dataset and UTC day, every object of one batch
 named from one stem (see `hypaware.blob.layout`). The sink makes one pass
 over the batch per day (`hypaware.blob.day_passes`) and encodes and streams
-each file to the store (`hypaware.blob.file_writer`); this module holds the
-sink itself: the exactly-once bookkeeping, failure reporting and its
-lifecycle.
+each file to the store through the `FileWriter` it owns
+(`hypaware.blob.file_writer`); this module holds the sink itself: the
+exactly-once bookkeeping, failure reporting and its lifecycle.
 
 Exactly once, with the sink's `BatchIndex` (see `hypaware.blob.batch_index`):
 
@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Collection
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 
 import attrs
@@ -70,7 +68,7 @@ __all__ = ["BlobSink"]
 log = logging.getLogger(__name__)
 
 
-class BlobSink(FileWriter, AsyncClosing):
+class BlobSink(AsyncClosing):
     """Writes each batch through `encoder` into `store` (see the module doc).
 
     - `name`: the sink's name; part of every object name.
@@ -85,21 +83,40 @@ class BlobSink(FileWriter, AsyncClosing):
     `close()` joins them.
     """
 
+    # At most this many day passes at once (None: one per core).
+    lanes: int | None = None
+
     def __init__(
         self, name: str, store: BlobStore, encoder: Encoder, index: BatchIndex | None = None
     ) -> None:
         self.name = name
-        self.store = store
-        self.encoder = encoder
         self.index = index if index is not None else BatchIndex(None)
-        self._executors: dict[int, ThreadPoolExecutor] = {}
-        self._lock = threading.Lock()
+        self._files = FileWriter(name, store, encoder, self._record_day_dir)
         self._closed = False
         self._adopted = False
         self._active = 0
         self._writing: set[str] = set()
         self._idle: asyncio.Event | None = None
         self._close_task: asyncio.Future[None] | None = None
+
+    # Held by the writer: a store or encoder set here is the one the next file is written with.
+    @property
+    def store(self) -> BlobStore:
+        """Where objects go (closed by `close()`)."""
+        return self._files.store
+
+    @store.setter
+    def store(self, store: BlobStore) -> None:
+        self._files.store = store
+
+    @property
+    def encoder(self) -> Encoder:
+        """Turns rows into file bytes."""
+        return self._files.encoder
+
+    @encoder.setter
+    def encoder(self, encoder: Encoder) -> None:
+        self._files.encoder = encoder
 
     @property
     def destination(self) -> str:
@@ -259,7 +276,7 @@ class BlobSink(FileWriter, AsyncClosing):
             live = [p for p in todo if p.id not in failed]
             feed = DayFeed(batch.dataset.time_column, live)
             try:
-                written = await self._write(batch, stem, dataset_dir, feed)
+                written = await self._files.write(batch, stem, dataset_dir, feed, lanes=self.lanes)
                 await self._remove_stale(stem, written)
                 if live:
                     await self._put_receipt(batch, stem, writer, [p.id for p in live])
@@ -405,6 +422,9 @@ class BlobSink(FileWriter, AsyncClosing):
         )
         await self.store.put(path, receipt.encode())
 
+    def _record_day_dir(self, stem: str, day_dir: str) -> None:
+        self.index.touch(stem, day_dir)
+
     async def _remove_stale(self, stem: str, written: WrittenFiles) -> None:
         """Delete every object of `stem` this attempt did not write, wherever any attempt wrote."""
         for day_dir in sorted(self.index.day_dirs(stem)):
@@ -452,16 +472,13 @@ class BlobSink(FileWriter, AsyncClosing):
             await asyncio.shield(self._close_task)
             return
         self._closed = True
+        self._files.stop()
         self._close_task = asyncio.get_running_loop().create_future()
         try:
             if self._active:
                 self._idle = asyncio.Event()
                 await self._idle.wait()
-            with self._lock:
-                executors, self._executors = list(self._executors.values()), {}
-            for executor in executors:
-                # Nothing is queued once the exports have returned, so this is prompt.
-                executor.shutdown(wait=True)
+            self._files.shutdown()
             await self.store.close()
             self.index.close()
         finally:

@@ -143,16 +143,16 @@ async def test_lanes_default_to_the_cores(tmp_path: Path) -> None:
     parts = [part(f"p{d}", d, [(d, d)]) for d in range(cores() + 3)]
     out = sink(tmp_path, 0)
     out.lanes = None
-    original = out._submit
+    original = out._files._submit
 
     def spy(*args: object, lane: int = 0) -> asyncio.Future[object]:
         assert 0 <= lane < cores()
         return original(*args, lane=lane)  # type: ignore[arg-type]
 
-    out._submit = spy  # type: ignore[method-assign,assignment]
+    out._files._submit = spy  # type: ignore[method-assign,assignment]
     result = await out.export_batch(batch_of(parts), OPTS)
     assert result.files_written == len(parts)
-    assert len(out._executors) == min(cores(), len(parts))
+    assert len(out._files._executors) == min(cores(), len(parts))
     await out.close()
 
 
