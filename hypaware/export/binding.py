@@ -46,8 +46,9 @@ import attrs
 
 from hypaware.core.errors import StateError
 from hypaware.core.sqlite import immediate_transaction
+from hypaware.export.ledger import _now
 
-__all__ = ["BACKFILL_SCHEMA", "BINDING_SCHEMA", "CacheBindingMixin", "CacheChange", "StartPoint"]
+__all__ = ["BACKFILL_SCHEMA", "BINDING_SCHEMA", "CacheBinding", "CacheChange", "StartPoint"]
 
 BINDING_SCHEMA = """
 ALTER TABLE progress ADD COLUMN start_seq INTEGER NOT NULL DEFAULT 0;
@@ -118,16 +119,24 @@ class StartPoint:
         return self.backfill_hw < seq <= self.start_seq
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
+class CacheBinding:
+    """The cache binding and start points of a `ProgressStore` (see the module doc).
 
+    `ProgressStore` owns one and offers its methods under the same names.
+    `errors` is the store's error context (a failed sqlite call becomes a
+    `StateError` naming the file; a closed store is refused); `path` is the
+    file, for the messages this part raises itself.
+    """
 
-class CacheBindingMixin:
-    """The cache binding and start points of `ProgressStore` (see the module doc)."""
-
-    path: Path
-    _db: sqlite3.Connection
-    _errors: Callable[[str], AbstractContextManager[None]]
+    def __init__(
+        self,
+        db: sqlite3.Connection,
+        errors: Callable[[str], AbstractContextManager[None]],
+        path: Path,
+    ) -> None:
+        self._db = db
+        self._errors = errors
+        self._path = path
 
     # ------------------------------------------------------------ identity
 
@@ -171,7 +180,7 @@ class CacheBindingMixin:
                 return None
             if not may_change:
                 raise StateError(
-                    f"state database {self.path}: another driver bound it to "
+                    f"state database {self._path}: another driver bound it to "
                     f"the cache {old} meanwhile; a driver of the cache {identity} cannot share "
                     "its state directory"
                 )

@@ -16,7 +16,6 @@ import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import attrs
 
@@ -27,7 +26,7 @@ __all__ = [
     "HALT_BASE_SECONDS",
     "HALT_CAP_SECONDS",
     "Halt",
-    "HaltMixin",
+    "Halts",
     "halt_delay",
 ]
 
@@ -69,12 +68,18 @@ class Halt:
         }
 
 
-class HaltMixin:
-    """The halt methods of `ProgressStore`."""
+class Halts:
+    """The halted sinks of a `ProgressStore`, which owns one and offers its methods by name.
 
-    path: Path
-    _db: sqlite3.Connection
-    _errors: Callable[[str], AbstractContextManager[None]]
+    `errors` is the store's error context (a failed sqlite call becomes a
+    `StateError` naming the file; a closed store is refused).
+    """
+
+    def __init__(
+        self, db: sqlite3.Connection, errors: Callable[[str], AbstractContextManager[None]]
+    ) -> None:
+        self._db = db
+        self._errors = errors
 
     def halt(self, sink: str, reason: str, now: datetime | None = None) -> Halt:
         """Record one more failed try of `sink` for `reason`; the halt keeps its start."""

@@ -29,7 +29,7 @@ from hypaware.core.sqlite import immediate_transaction
 
 __all__ = [
     "LEDGER_SCHEMA",
-    "LedgerMixin",
+    "Ledger",
     "ParkedPartition",
     "SinkHealth",
     "SinkIdentity",
@@ -85,6 +85,7 @@ class SinkHealth:
 
 
 def _now() -> str:
+    """The current time as every table of the progress store records it (ISO 8601, UTC)."""
     return datetime.now(UTC).isoformat()
 
 
@@ -110,12 +111,20 @@ def prior_state(state_dir: Path, sink: str | None = None) -> dict[str, list[Path
     return found
 
 
-class LedgerMixin:
-    """Parking, identity and health methods of `ProgressStore` (see the module docstring)."""
+class Ledger:
+    """The parked partitions, sink identities and sink health of a `ProgressStore`.
 
-    path: Path
-    _db: sqlite3.Connection
-    _errors: Callable[[str], AbstractContextManager[None]]
+    `ProgressStore` owns one and offers its methods under the same names
+    (see the module docstring). `errors` is the store's error context: it
+    turns a failed sqlite call into a `StateError` naming the file, and
+    refuses a closed store.
+    """
+
+    def __init__(
+        self, db: sqlite3.Connection, errors: Callable[[str], AbstractContextManager[None]]
+    ) -> None:
+        self._db = db
+        self._errors = errors
 
     # ----------------------------------------------------------- lost state
 

@@ -8,6 +8,13 @@ sink sees them: a batch re-sent after a crash keeps its id and its
 partitions. Every change of progress is one transaction. The database runs
 in WAL mode with a busy timeout, so `hypaware status` can read while an
 export writes.
+
+The same database holds the operator's ledger (parked partitions, sink
+identities and health: `hypaware.export.ledger`), the cache the store is
+bound to and each sink's start point (`hypaware.export.binding`), and the
+halted sinks (`hypaware.export.halts`). The store owns one part for each,
+sharing its connection and error context, and offers their methods as its
+own.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
@@ -26,9 +33,9 @@ from hypaware.cache.protocol import ExportFloor
 from hypaware.core.errors import StateError
 from hypaware.core.sqlite import immediate_transaction, migrate
 from hypaware.core.types import RetryPartition
-from hypaware.export.binding import CacheBindingMixin
-from hypaware.export.halts import HaltMixin
-from hypaware.export.ledger import LedgerMixin
+from hypaware.export.binding import CacheBinding, CacheChange, StartPoint
+from hypaware.export.halts import Halt, Halts
+from hypaware.export.ledger import Ledger, ParkedPartition, SinkHealth, SinkIdentity, _now
 from hypaware.export.state_schema import MIGRATIONS
 
 __all__ = [
@@ -88,15 +95,11 @@ class SinkState:
     partitions_exported: int
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
 def _dt(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
-class ProgressStore(LedgerMixin, CacheBindingMixin, HaltMixin):
+class ProgressStore:
     """Export progress in ``<state_dir>/progress.sqlite``.
 
     Raises `StateError` (naming the file) when the database is locked by
@@ -110,6 +113,9 @@ class ProgressStore(LedgerMixin, CacheBindingMixin, HaltMixin):
     and `fresh` is True, so the driver can check that nothing shows the
     sinks ran before (lost progress is refused, not absorbed).
     """
+
+    # Declared on the class: the file is part of the store's public surface.
+    path: Path
 
     def __init__(
         self,
@@ -142,6 +148,9 @@ class ProgressStore(LedgerMixin, CacheBindingMixin, HaltMixin):
         except sqlite3.Error as exc:
             raise StateError(f"cannot open state database {self.path}: {exc}") from exc
         self._closed = False
+        self._ledger = Ledger(self._db, self._errors)
+        self._binding = CacheBinding(self._db, self._errors, self.path)
+        self._halts = Halts(self._db, self._errors)
         try:
             with self._errors("open"):
                 self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
@@ -537,3 +546,141 @@ class ProgressStore(LedgerMixin, CacheBindingMixin, HaltMixin):
             rows_exported=int(row[5]),
             partitions_exported=int(row[6]),
         )
+
+    # ----------------------------------------------------------- lost state
+
+    def note_prior_state(self, state_dir: Path) -> None:
+        """Remember which sinks had state files when this store was created empty.
+
+        Such a sink has no progress here although it exported before: its
+        progress was lost, and the driver refuses it until told what to do.
+        """
+        self._ledger.note_prior_state(state_dir)
+
+    def prior_sinks(self) -> list[str]:
+        """Sinks that had state files when this store was created empty (see above)."""
+        return self._ledger.prior_sinks()
+
+    # -------------------------------------------------------------- parking
+
+    def park_exhausted(self, sink: str, dataset: str, max_attempts: int) -> list[ParkedPartition]:
+        """Move respooled partitions that cannot be helped by another slot into ``parked``.
+
+        A partition parks when its last failure was not retryable or it has
+        failed `max_attempts` times. Returns what was parked now.
+        """
+        return self._ledger.park_exhausted(sink, dataset, max_attempts)
+
+    def parked(self, sink: str | None = None, dataset: str | None = None) -> list[ParkedPartition]:
+        """Parked partitions, optionally of one sink and one dataset, by sink, dataset, seq."""
+        return self._ledger.parked(sink, dataset)
+
+    def unpark(
+        self,
+        sink: str | None = None,
+        dataset: str | None = None,
+        partition_ids: Iterable[str] | None = None,
+    ) -> list[ParkedPartition]:
+        """Put parked partitions back in line: they are respooled with a fresh attempt count.
+
+        Narrowed by `sink`, `dataset` and `partition_ids` when given. Returns
+        what was put back.
+        """
+        return self._ledger.unpark(sink, dataset, partition_ids)
+
+    def parked_ids(self) -> dict[tuple[str, str], set[str]]:
+        """Parked partition ids per (sink, dataset)."""
+        return self._ledger.parked_ids()
+
+    # ------------------------------------------------------------- identity
+
+    def identity(self, sink: str) -> SinkIdentity | None:
+        """The recorded destination fingerprint of `sink`, or None if none was recorded."""
+        return self._ledger.identity(sink)
+
+    def record_identity(self, sink: str, fingerprint: str, description: str) -> None:
+        """Record (or replace) the destination fingerprint of `sink`."""
+        self._ledger.record_identity(sink, fingerprint, description)
+
+    def has_progress(self, sink: str) -> bool:
+        """Whether the store knows `sink` ever started a dataset or recorded its identity."""
+        return self._ledger.has_progress(sink)
+
+    def reset_sink(self, sink: str, high_waters: dict[str, int]) -> None:
+        """Forget `sink`'s progress, respool, parked set and batches in flight, then start
+        each dataset of `high_waters` at the given seq. Touches no cache data."""
+        self._ledger.reset_sink(sink, high_waters)
+
+    # --------------------------------------------------------------- health
+
+    def record_health(self, sink: str, error: str | None, partitions: int) -> SinkHealth:
+        """Record the outcome of a pass: the failure it ended in (or None) and how many
+        partitions that failure holds. A failure keeps its start time while it lasts."""
+        return self._ledger.record_health(sink, error, partitions)
+
+    def health(self, sink: str) -> SinkHealth:
+        """The failure `sink` is in, since when and over how many partitions."""
+        return self._ledger.health(sink)
+
+    # ------------------------------------------------------- cache binding
+
+    def cache_identity(self) -> str | None:
+        """The identity of the cache this store tracks (None until it has met one)."""
+        return self._binding.cache_identity()
+
+    def standin_identity(self, make: Callable[[], str]) -> str:
+        """An identity kept in this store for a cache that has none of its own (made once)."""
+        return self._binding.standin_identity(make)
+
+    def bind_cache(self, identity: str, *, may_change: bool = True) -> CacheChange | None:
+        """Bind the store to the cache `identity`; the `CacheChange` if it tracked another.
+
+        In one transaction: a store that tracked no cache adopts this one; a
+        store that tracked another archives what it still owed that cache
+        and restarts every (sink, dataset) it knew at seq 0. Without
+        `may_change` (the caller does not hold the store's cache lock
+        exclusively) a store found tracking another cache is a `StateError`.
+        """
+        return self._binding.bind_cache(identity, may_change=may_change)
+
+    def cache_changes(self) -> list[CacheChange]:
+        """Every change of cache the store has met, oldest first."""
+        return self._binding.cache_changes()
+
+    # --------------------------------------------------------- start points
+
+    def see_sink(self, sink: str, at: datetime | None = None) -> bool:
+        """Record that a driver has seen `sink` (`at`, by its clock); True the first time."""
+        return self._binding.see_sink(sink, at)
+
+    def seen(self, sink: str) -> bool:
+        return self._binding.seen(sink)
+
+    def start_point(self, sink: str, dataset: str) -> StartPoint | None:
+        return self._binding.start_point(sink, dataset)
+
+    def begin_backfill(self, sink: str, dataset: str) -> None:
+        """A backfill of everything before the start point begins: retention keeps it till sent."""
+        self._binding.begin_backfill(sink, dataset)
+
+    def sent_seq(self, sink: str, dataset: str) -> int:
+        """The highest seq of `dataset` this store has handed to `sink` (0 when none)."""
+        return self._binding.sent_seq(sink, dataset)
+
+    def advance_backfill(self, sink: str, dataset: str, seq: int) -> None:
+        """A backfill has sent (exported or respooled) every partition at or below `seq`."""
+        self._binding.advance_backfill(sink, dataset, seq)
+
+    # --------------------------------------------------------------- halts
+
+    def halt(self, sink: str, reason: str, now: datetime | None = None) -> Halt:
+        """Record one more failed try of `sink` for `reason`; the halt keeps its start."""
+        return self._halts.halt(sink, reason, now)
+
+    def halted(self, sink: str) -> Halt | None:
+        """The halt `sink` is in, or None."""
+        return self._halts.halted(sink)
+
+    def resume(self, sink: str) -> Halt | None:
+        """End `sink`'s halt (it exported again); returns the halt that ended, if any."""
+        return self._halts.resume(sink)
