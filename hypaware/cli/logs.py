@@ -127,7 +127,7 @@ def configured(args: argparse.Namespace, *, stream: TextIO | None = None) -> Ite
     # httpx and httpcore log headers at DEBUG: only --log-level debug lets them through.
     held = hold_http_loggers(HTTP_LOGGERS if level_name == "DEBUG" else ())
     root.addHandler(handler)
-    root.setLevel(getattr(logging, level_name))
+    root.setLevel(logging.getLevelNamesMapping()[level_name])
     args.log_handler = handler
     try:
         yield

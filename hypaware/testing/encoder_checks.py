@@ -110,8 +110,9 @@ def _rows(h: EncoderHarness, data: bytes) -> list[Mapping[str, Any]]:
     return list(got)
 
 
-def _need(h: EncoderHarness, check: str, hook: str, what: str) -> None:
-    if getattr(h, hook) is None:
+def _need(value: object, check: str, hook: str, what: str) -> None:
+    """`HookMissing` unless the harness's `hook` (its `value`) is set."""
+    if value is None:
         raise HookMissing(
             f"check {check!r} needs {hook} ({what}), and the harness has none: implement "
             f"it, or opt out by name with skip_checks = {{{check!r}: 'why'}}"
@@ -157,7 +158,7 @@ def _check_rows(
 
 async def check_rows_read_back(h: EncoderHarness) -> None:
     """Every row once, read by an independent reader; an empty input makes no file."""
-    _need(h, "rows_read_back", "read_file", "an independent reader of one file")
+    _need(h.read_file, "rows_read_back", "read_file", "an independent reader of one file")
     dataset = sample_dataset("encoder_rows")
     encoder = _build(h, 1 << 40)
     table = sample_table(dataset, "p1", 5_000, seq=1)
@@ -303,7 +304,12 @@ async def check_early_next_file_raises(h: EncoderHarness) -> None:
 
 async def check_unrepresentable_rows_raise_encode_error(h: EncoderHarness) -> None:
     """Rows the encoder cannot write raise `EncodeError`, not another error or nothing."""
-    _need(h, "unrepresentable_rows_raise_encode_error", "unrepresentable", "rows it cannot write")
+    _need(
+        h.unrepresentable,
+        "unrepresentable_rows_raise_encode_error",
+        "unrepresentable",
+        "rows it cannot write",
+    )
     assert h.unrepresentable is not None
     schema, batches = h.unrepresentable()
     doing = "encoding the harness's unrepresentable rows"

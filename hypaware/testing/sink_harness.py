@@ -149,8 +149,12 @@ def _check_accounting(batch: ExportBatch, result: object, doing: str) -> None:
                 Promise.ACCOUNTED,
                 f"{doing} sent partition {retry.partition_id!r} back for retry without a reason",
             )
-    for name in ("rows_written", "bytes_written", "files_written"):
-        value = getattr(result, name)
+    counters = {
+        "rows_written": result.rows_written,
+        "bytes_written": result.bytes_written,
+        "files_written": result.files_written,
+    }
+    for name, value in counters.items():
         if not isinstance(value, int) or value < 0:
             raise ContractViolation(
                 Promise.COUNTERS, f"{doing} reported {name}={value!r}, not a count"
