@@ -51,8 +51,8 @@ MOVED: dict[str, dict[str, str]] = {
     },
     "blob_sink": {
         "BlobSink": "hypaware.blob.sink",
-        "NULL_DAY": "hypaware.blob.layout",
-        "batch_stem": "hypaware.blob.layout",
+        "NULL_DAY": "hypaware.blob.object_names",
+        "batch_stem": "hypaware.blob.object_names",
     },
     "blob_store": {
         "DEFAULT_CHUNK_SIZE": "hypaware.blob.store",
@@ -155,7 +155,7 @@ MOVED: dict[str, dict[str, str]] = {
     },
     "local_cache": {
         "LocalCache": "hypaware",
-        "LocalCacheStats": "hypaware.cache.layout",
+        "LocalCacheStats": "hypaware.cache.directory",
     },
     "manifest": {
         "BLOB_STORE": "hypaware.plugin",

@@ -1,7 +1,7 @@
 """The passes a `BlobSink` makes over a batch: one per UTC day, each fed its rows.
 
 See `DayFeed`. The day of a row is that of the dataset's time column, as
-`hypaware.blob.layout` names the day directories.
+`hypaware.blob.object_names` names the day directories.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import threading
 from collections.abc import Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hypaware.blob.layout import day_number, day_order
+from hypaware.blob.object_names import day_number, day_order
 from hypaware.core.errors import EncodeError
 from hypaware.core.types import PartitionRef
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from hypaware.blob.day_passes import DayFeed, PassCursor
-from hypaware.blob.layout import day_name
+from hypaware.blob.object_names import day_name
 from hypaware.core.types import ExportBatch, ObjectMeta, PartitionRef
 from hypaware.core.workers import cores
 

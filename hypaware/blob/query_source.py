@@ -186,7 +186,7 @@ def _filesystem(store: ObstoreBlobStore) -> tuple[Any, str]:
 
 def _day_filter(first_day: date | None, last_day: date | None) -> Callable[[str], bool]:
     """Whether files under a date= directory may hold rows between the two days (both included)."""
-    from hypaware.blob.layout import NULL_DAY
+    from hypaware.blob.object_names import NULL_DAY
 
     def day_may_match(day: str) -> bool:
         # Hive pruning: files whose date= cannot match are skipped unopened.

@@ -1,7 +1,7 @@
 """`BlobSink`: an encoder and a blob store composed into a `Sink`.
 
 Objects are laid out by dataset and UTC day, every object of one batch
-named from one stem (see `hypaware.blob.layout`). The sink makes one pass
+named from one stem (see `hypaware.blob.object_names`). The sink makes one pass
 over the batch per day (`hypaware.blob.day_passes`) and encodes and streams
 each file to the store through the `FileWriter` it owns
 (`hypaware.blob.file_writer`); this module holds the sink itself: the
@@ -41,7 +41,7 @@ import attrs
 from hypaware.blob.batch_index import BatchIndex
 from hypaware.blob.day_passes import DayFeed, time_column_problem
 from hypaware.blob.file_writer import FileWriter, PartitionFailed, SinkClosing, WrittenFiles
-from hypaware.blob.layout import batch_stem
+from hypaware.blob.object_names import batch_stem
 from hypaware.blob.receipts import Receipt, ReceiptError, day_prefixes, receipt_path
 from hypaware.core.contracts import AsyncClosing, BlobStore, Encoder, NamedStore
 from hypaware.core.errors import (

@@ -24,7 +24,7 @@ is still being sealed, so a high-water taken from a listing never skips a
 partition.
 
 The code is split by concern, one part of `LocalCache` each, which it
-makes and holds: `hypaware.cache.layout` (`CacheDirectory`: file names,
+makes and holds: `hypaware.cache.directory` (`CacheDirectory`: file names,
 dataset descriptions, seq counter, lock, atomic writes),
 `hypaware.cache.reads` (`CacheReader`: listing and opening sealed
 partitions), `hypaware.cache.writes` (`CacheWriter`: append, seal, recover)
@@ -39,8 +39,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hypaware.cache.directory import CacheDirectory, CacheSettings, LocalCacheStats
 from hypaware.cache.identity import local_identity
-from hypaware.cache.layout import CacheDirectory, CacheSettings, LocalCacheStats
 from hypaware.cache.reads import CacheReader
 from hypaware.cache.retention import CacheRetention
 from hypaware.cache.writes import CacheWriter

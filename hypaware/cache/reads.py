@@ -22,8 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hypaware.cache.index import INDEX_NAME, covers, read_index
-from hypaware.cache.layout import (
+from hypaware.cache.directory import (
     SEALING_NAME,
     SEGMENT_META,
     SEGMENT_NAME,
@@ -32,6 +31,7 @@ from hypaware.cache.layout import (
     LocalCacheStats,
     log,
 )
+from hypaware.cache.index import INDEX_NAME, covers, read_index
 from hypaware.cache.listing import SealedListing, Segment
 from hypaware.core.errors import CacheError
 from hypaware.core.types import DatasetInfo, PartitionRef

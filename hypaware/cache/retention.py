@@ -9,14 +9,14 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 
-from hypaware.cache.index import stale_indexes
-from hypaware.cache.layout import (
+from hypaware.cache.directory import (
     SEGMENT_NAME,
     CacheDirectory,
     CacheSettings,
     LocalCacheStats,
     log,
 )
+from hypaware.cache.index import stale_indexes
 from hypaware.cache.protocol import ExportFloor, RetentionReport
 from hypaware.cache.reads import CacheReader, Segment
 from hypaware.core.errors import CacheError

@@ -18,9 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hypaware.cache.durable import IO_WORKERS
-from hypaware.cache.index import dump_index, index_name
-from hypaware.cache.layout import (
+from hypaware.cache.directory import (
     CHUNK_NAME,
     SEALING_NAME,
     SEGMENT_META,
@@ -29,6 +27,8 @@ from hypaware.cache.layout import (
     LocalCacheStats,
     log,
 )
+from hypaware.cache.durable import IO_WORKERS
+from hypaware.cache.index import dump_index, index_name
 from hypaware.cache.partitioning import bucket_closed, conform, key_dir, split_by_key, to_table
 from hypaware.cache.reads import CacheReader, Segment, open_ipc
 from hypaware.core.errors import CacheError

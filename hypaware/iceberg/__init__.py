@@ -9,7 +9,7 @@ sink is built. Those need the ``iceberg`` extra:
 - `fileio`: a pyiceberg FileIO over the sink's obstore-backed blob store.
 - `catalog`: opening the configured catalog and registering tables.
 - `schema`: Arrow dataset schemas as Iceberg schemas, and evolution checks.
-- `layout`: rows grouped by day and sorted by lookup key, and file names.
+- `day_layout`: rows grouped by day and sorted by lookup key, and file names.
 - `datafiles`: a batch's partitions read and written as Parquet data files.
 - `commit`: one snapshot per batch, exactly once: its summary, the append.
 - `scan`: a table's rows read back, and the row filter for time and keys.

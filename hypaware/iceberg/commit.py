@@ -39,7 +39,7 @@ from hypaware.core.types import (
     PartitionRef,
     RetryPartition,
 )
-from hypaware.iceberg import layout
+from hypaware.iceberg import day_layout
 from hypaware.iceberg.catalog import IcebergError, is_conflict
 from hypaware.iceberg.datafiles import WrittenFile
 from hypaware.iceberg.pipeline import ReadBatch
@@ -328,7 +328,7 @@ def batch_summary(
         SUMMARY_SINK: sink,
         SUMMARY_DATASET: batch.dataset.name,
         SUMMARY_PARTITION_COUNT: str(len(batch.partitions)),
-        SUMMARY_DAYS: ",".join(dict.fromkeys(layout.day_label(w.day) for w in written)),
+        SUMMARY_DAYS: ",".join(dict.fromkeys(day_layout.day_label(w.day) for w in written)),
     }
     if read.failed:
         props[SUMMARY_FAILED] = json.dumps([r.partition_id for r in read.failed])

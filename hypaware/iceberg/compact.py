@@ -43,7 +43,7 @@ from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import FileScanTask
 
-from hypaware.iceberg import layout
+from hypaware.iceberg import day_layout
 from hypaware.iceberg.catalog import IcebergError
 from hypaware.iceberg.commit import (
     SUMMARY_DAYS,
@@ -134,7 +134,7 @@ def plan_compaction(
 
 def is_compaction_output(path: str, sink: str) -> bool:
     name = path.rsplit("/", 1)[-1]
-    return name.startswith(layout.safe_sink(sink) + COMPACT_MARK) and name.endswith(".parquet")
+    return name.startswith(day_layout.safe_sink(sink) + COMPACT_MARK) and name.endswith(".parquet")
 
 
 def compact_bin(
@@ -160,7 +160,7 @@ def compact_bin(
     data = scan.to_table([FileScanTask(f) for f in bin.files])
     if data.num_rows != bin.rows:
         raise IcebergError(
-            f"{what}: compacting day {layout.day_label(bin.day)}: read {data.num_rows} rows "
+            f"{what}: compacting day {day_layout.day_label(bin.day)}: read {data.num_rows} rows "
             f"from {len(bin.files)} files whose manifests say {bin.rows}; nothing replaced",
             retryable=False,
         )
@@ -191,14 +191,14 @@ def _write(
     what: str,
 ) -> list[WrittenFile]:
     base = table.location().rstrip("/")
-    directory = f"{base}/{layout.day_directory(dataset.time_column, bin.day)}"
-    stem = f"{layout.safe_sink(sink)}{COMPACT_MARK}{uuid.uuid4().hex}"
+    directory = f"{base}/{day_layout.day_directory(dataset.time_column, bin.day)}"
+    stem = f"{day_layout.safe_sink(sink)}{COMPACT_MARK}{uuid.uuid4().hex}"
     written: list[WrittenFile] = []
     try:
-        for rows in layout.plan_days(data, dataset.time_column, dataset.lookup_key):
-            batches = layout.day_batches(data, rows, target)
+        for rows in day_layout.plan_days(data, dataset.time_column, dataset.lookup_key):
+            batches = day_layout.day_batches(data, rows, target)
             for index, chunks in enumerate(encoder.encode(target, batches)):
-                location = f"{directory}/{layout.data_file_name(stem, len(written) + index)}"
+                location = f"{directory}/{day_layout.data_file_name(stem, len(written) + index)}"
                 key = files.root.key(location, "write")
                 size, tail = files.put(key, location, chunks)
                 done = WrittenFile(location, key, rows.day, size, tail)
@@ -213,7 +213,7 @@ def _commit(table: Table, bin: Bin, data_files: Sequence[DataFile], sink: str) -
     props: dict[str, Any] = {
         SUMMARY_MAINTENANCE: "compact",
         SUMMARY_SINK: sink,
-        SUMMARY_DAYS: layout.day_label(bin.day),
+        SUMMARY_DAYS: day_layout.day_label(bin.day),
         "hypaware.replaced-files": str(len(bin.files)),
     }
     # An overwrite that names the files it deletes: pyiceberg checks, on every

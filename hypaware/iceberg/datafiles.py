@@ -2,7 +2,7 @@
 
 `DataFileWriter` reads a batch's partitions conformed to the table's write
 schema (unreadable ones are set aside; see `hypaware.iceberg.pipeline`),
-sorts the rows by day, lookup key and time (see `hypaware.iceberg.layout`),
+sorts the rows by day, lookup key and time (see `hypaware.iceberg.day_layout`),
 encodes one or more files per day through the blob store, at names fixed by
 sink, dataset and batch, and describes each file as the Iceberg `DataFile` a
 commit registers (see `hypaware.iceberg.commit`).
@@ -31,7 +31,7 @@ from pyiceberg.typedef import Record
 
 from hypaware.blob.errors import translate_error
 from hypaware.core.types import DatasetInfo, PartitionRef
-from hypaware.iceberg import layout
+from hypaware.iceberg import day_layout
 from hypaware.iceberg.catalog import IcebergError
 from hypaware.iceberg.fileio import ObstoreInputFile, StoreRoot
 from hypaware.iceberg.pipeline import ReadBatch, run_pipeline
@@ -181,7 +181,7 @@ class DataFileWriter:
             for chunk in obstore.list(self._root.store, prefix=prefix):
                 for meta in chunk:
                     key = meta["path"]
-                    if key not in keep and layout.owned_by(key.rsplit("/", 1)[-1], stem):
+                    if key not in keep and day_layout.owned_by(key.rsplit("/", 1)[-1], stem):
                         obstore.delete(self._root.store, key)
         except FileNotFoundError:
             return
@@ -255,21 +255,21 @@ class _BatchFiles:
         self._time_column = dataset.time_column
         self._target = target
         self._what = what
-        self.stem = layout.data_file_stem(writer.sink, dataset.name, digest)
+        self.stem = day_layout.data_file_stem(writer.sink, dataset.name, digest)
         self.base = table.location().rstrip("/")
         # Every file put so far, described or not: all of them are deleted on failure.
         self.written: list[WrittenFile] = []
         self._days: dict[int | None, _DayFiles] = {}
         self._lock = threading.Lock()
 
-    def claim(self, rows: layout.DayRows) -> None:
+    def claim(self, rows: day_layout.DayRows) -> None:
         """Mark `rows`' piece of its day as started, or raise if it already was."""
         with self._lock:
             day = self._days.setdefault(rows.day, _DayFiles(rows.pieces))
             if day.pieces != rows.pieces or rows.piece in day.started:
                 # Two writes of one day would pick the same file names.
                 raise IcebergError(
-                    f"{self._what}: rows of day {layout.day_label(rows.day)} came from two "
+                    f"{self._what}: rows of day {day_layout.day_label(rows.day)} came from two "
                     "groups of partitions: a partition's time range (min_time, "
                     "max_time) does not cover its rows",
                     retryable=False,
@@ -279,20 +279,20 @@ class _BatchFiles:
     def file_name(self, piece: int, index: int) -> str:
         """The name of the `index`-th file of a day's `piece`."""
         try:
-            return layout.data_file_name(self.stem, layout.piece_file_index(piece, index))
+            return day_layout.data_file_name(self.stem, day_layout.piece_file_index(piece, index))
         except ValueError as exc:
             raise IcebergError(
                 f"{self._what}: {exc}; raise target_file_size", retryable=False
             ) from exc
 
     def write_day(
-        self, data: pa.Table, rows: layout.DayRows, whole: Callable[[], pa.Table]
+        self, data: pa.Table, rows: day_layout.DayRows, whole: Callable[[], pa.Table]
     ) -> None:
         """Encode and put one day (or piece of one) of `data`, as one or more files."""
         self.claim(rows)
         writer = self._writer
-        directory = f"{self.base}/{layout.day_directory(self._time_column, rows.day)}"
-        batches = layout.day_batches(data, rows, self._target, whole=whole)
+        directory = f"{self.base}/{day_layout.day_directory(self._time_column, rows.day)}"
+        batches = day_layout.day_batches(data, rows, self._target, whole=whole)
         mine: set[str] = set()
         for index, chunks in enumerate(self._encoder.encode(self._target, batches)):
             location = f"{directory}/{self.file_name(rows.piece, index)}"
@@ -313,7 +313,7 @@ class _BatchFiles:
         if keep is not None:
             writer.delete_leftovers(directory, self.stem, keep)
 
-    def _finish(self, rows: layout.DayRows, keys: set[str]) -> set[str] | None:
+    def _finish(self, rows: day_layout.DayRows, keys: set[str]) -> set[str] | None:
         """Record `rows`' piece as written to `keys`; all the day's keys if it was the last."""
         with self._lock:
             day = self._days[rows.day]

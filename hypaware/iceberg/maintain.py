@@ -32,7 +32,7 @@ import attrs
 import obstore
 from pyiceberg.exceptions import CommitFailedException, ValidationError, ValidationException
 
-from hypaware.iceberg import layout
+from hypaware.iceberg import day_layout
 from hypaware.iceberg.catalog import _brief, is_conflict, retrying
 from hypaware.iceberg.compact import compact_bin, is_compaction_output, live_files, plan_compaction
 from hypaware.iceberg.expire import expire_snapshots, plan_expiry, reachable
@@ -221,7 +221,7 @@ class _Run:
                     "%s: compaction of day %s lost a race: %s", self.what, bin.day, _brief(exc)
                 )
                 continue
-            days[layout.day_label(bin.day)] = None
+            days[day_layout.day_label(bin.day)] = None
             replaced += len(bin.files)
             written += len(out)
         self.result.update(

@@ -3,7 +3,7 @@
 Partitions are grouped into day clusters: partitions whose UTC days
 (`PartitionRef.min_time` to `max_time`) overlap share a cluster, so no day
 has rows in two clusters. As soon as every partition of a cluster is read,
-its rows are planned (`layout.plan_days`) and each of its days handed to
+its rows are planned (`day_layout.plan_days`) and each of its days handed to
 `write_day` (a big day as two pieces, see `run_pipeline`), while the other
 threads go on reading: a thread that comes free encodes a ready day before
 it reads another partition. Each day is written exactly once, from the same
@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from hypaware.core.types import PartitionRef, RetryPartition
 from hypaware.core.workers import Task, cores, run_tasks
-from hypaware.iceberg import layout
+from hypaware.iceberg import day_layout
 from hypaware.iceberg.catalog import _brief
 from hypaware.iceberg.schema import IncompatibleSchemaError, conform_table
 
@@ -45,7 +45,7 @@ _DAY_PIECES = 2
 # A contiguous copy of a cluster's rows, made on first call.
 Copy = Callable[[], pa.Table]
 # write_day(the cluster's rows, the day's rows among them, their contiguous copy)
-WriteDay = Callable[[pa.Table, layout.DayRows, Copy], None]
+WriteDay = Callable[[pa.Table, day_layout.DayRows, Copy], None]
 
 
 @attrs.define
@@ -114,7 +114,7 @@ def run_pipeline(
     """Read `partitions`, and hand every day of their rows to `write_day` (see the module).
 
     A day of more than `split_rows` rows is handed over as two pieces
-    (`layout.split_day`), each a task of its own: seven equal days on two
+    (`day_layout.split_day`), each a task of its own: seven equal days on two
     encoders would otherwise end with one core idle while the last day is
     encoded alone. The null day is never split.
 
@@ -166,7 +166,7 @@ class _Pipeline:
         self._rows_of: list[int | None] = [None] * len(partitions)
         self._failed: dict[int, RetryPartition] = {}
         self._unread = [len(c) for c in self._clusters]
-        self._null_days: dict[int, tuple[pa.Table, layout.DayRows]] = {}
+        self._null_days: dict[int, tuple[pa.Table, day_layout.DayRows]] = {}
         self._lock = threading.Lock()
 
     def run(self, workers: int | None) -> ReadBatch:
@@ -204,18 +204,18 @@ class _Pipeline:
         whole = _shared_copy(data)
         several = len(self._clusters) > 1
         tasks = []
-        for rows in layout.plan_days(data, self._time_column, self._lookup_key):
+        for rows in day_layout.plan_days(data, self._time_column, self._lookup_key):
             if rows.day is None and several:
                 with self._lock:
                     self._null_days[ci] = (data, rows)
                 continue
             split = self._split_rows
             big = split is not None and rows.rows > split and rows.day is not None
-            for piece in layout.split_day(rows, _DAY_PIECES if big else 1):
+            for piece in day_layout.split_day(rows, _DAY_PIECES if big else 1):
                 tasks.append(Task(_WRITE, functools.partial(self._write, data, piece, whole)))
         return tasks
 
-    def _write(self, data: pa.Table, rows: layout.DayRows, whole: Copy) -> Iterable[Task]:
+    def _write(self, data: pa.Table, rows: day_layout.DayRows, whole: Copy) -> Iterable[Task]:
         """Hand one day (or piece of one) to `write_day`."""
         self._write_day(data, rows, whole)
         return []
@@ -226,11 +226,13 @@ class _Pipeline:
             return
         # One null day for the whole batch, its rows gathered in cluster order.
         pieces = [
-            pa.Table.from_batches(list(layout.day_batches(d, r, self._target)), schema=self._target)
+            pa.Table.from_batches(
+                list(day_layout.day_batches(d, r, self._target)), schema=self._target
+            )
             for _ci, (d, r) in sorted(self._null_days.items())
         ]
         nulls = pa.concat_tables(pieces)
-        for rows in layout.plan_days(nulls, self._time_column, self._lookup_key):
+        for rows in day_layout.plan_days(nulls, self._time_column, self._lookup_key):
             self._write_day(nulls, rows, _shared_copy(nulls))
 
     def _result(self) -> ReadBatch:

@@ -45,7 +45,7 @@ from hypaware.core.contracts import ObstoreBacked
 from hypaware.core.errors import ConfigError, SinkClosedError, StoreError
 from hypaware.core.filter import Filter
 from hypaware.core.types import DatasetInfo, ExportBatch, ExportOptions, ExportResult
-from hypaware.iceberg import layout
+from hypaware.iceberg import day_layout
 from hypaware.iceberg.catalog import (
     IcebergError,
     RetryWait,
@@ -262,7 +262,7 @@ class IcebergTableFormat:
     def _write(self, batch: ExportBatch, what: str, on_wait: RetryWait | None) -> ExportResult:
         dataset = batch.dataset
         ids = [p.id for p in batch.partitions]
-        digest = layout.batch_digest(batch.batch_id, ids)
+        digest = day_layout.batch_digest(batch.batch_id, ids)
         table = self._table_for(dataset, what, on_wait)
         record = read_record(table, what)
         if record.legacy and _begun_before(batch.batch_id, record.since):

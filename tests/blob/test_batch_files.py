@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from hypaware import ExportBatch, ExportOptions, PartitionRef, TransientStoreError
 from hypaware.blob.batch_index import INDEX_FILE, BatchIndex
-from hypaware.blob.layout import batch_stem
+from hypaware.blob.object_names import batch_stem
 from hypaware.blob.sink import BlobSink
 from hypaware.encoding.parquet import ParquetConfig, ParquetEncoder
 

@@ -25,7 +25,7 @@ from hypaware import (
     TransientStoreError,
     load_config,
 )
-from hypaware.blob.layout import NULL_DAY, batch_stem
+from hypaware.blob.object_names import NULL_DAY, batch_stem
 from hypaware.blob.receipts import RECEIPTS_DIR
 from hypaware.blob.sink import BlobSink
 from hypaware.destinations.memory import shared_store

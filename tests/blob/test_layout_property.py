@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from obstore.store import MemoryStore
 
 from hypaware import DatasetInfo, ExportBatch, ExportOptions, PartitionRef
-from hypaware.blob.layout import NULL_DAY
+from hypaware.blob.object_names import NULL_DAY
 from hypaware.blob.receipts import RECEIPTS_DIR
 from hypaware.blob.sink import BlobSink
 from hypaware.blob.store import ObstoreBlobStore

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from hypaware import ExportOptions
 from hypaware.blob.batch_index import INDEX_FILE, BatchIndex
-from hypaware.blob.layout import batch_stem
+from hypaware.blob.object_names import batch_stem
 from hypaware.blob.receipts import RECEIPTS_DIR, Receipt, ReceiptError, day_prefixes, writer_dir
 from hypaware.blob.sink import BlobSink
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
+from hypaware.cache.directory import SEGMENT_NAME
 from hypaware.cache.index import INDEX_NAME
-from hypaware.cache.layout import SEGMENT_NAME
 from hypaware.cache.listing import SealedListing, Segment
 from hypaware.cache.local import LocalCache
 from hypaware.cache.reads import sealed_names

@@ -227,7 +227,7 @@ def test_read_only_cache_as_root_is_simulated(
     def refuse(*_args: object, **_kwargs: object) -> int:
         raise PermissionError(13, "Read-only file system")
 
-    monkeypatch.setattr("hypaware.cache.layout.os.open", refuse)
+    monkeypatch.setattr("hypaware.cache.directory.os.open", refuse)
     with pytest.raises(CacheError, match="cannot write to dataset 'events'"):
         cache.append("events", rows(100, 1))
     monkeypatch.undo()

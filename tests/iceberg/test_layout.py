@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware.iceberg import layout
+from hypaware.iceberg import day_layout
 
 pytestmark = pytest.mark.iceberg
 
@@ -23,15 +23,15 @@ keys = st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d"]))
 
 
 def _check_plan(table: pa.Table, key: str | None) -> None:
-    plan = layout.plan_days(table, "ts", key)
+    plan = day_layout.plan_days(table, "ts", key)
     assert sum(p.rows for p in plan) == table.num_rows
     days = [p.day for p in plan]
     assert days == sorted(d for d in days if d is not None) + ([None] if None in days else [])
     schema = table.schema
     seen = 0
     for rows in plan:
-        out = pa.Table.from_batches(list(layout.day_batches(table, rows, schema)), schema)
-        shared = layout.day_batches(table, rows, schema, whole=table.combine_chunks)
+        out = pa.Table.from_batches(list(day_layout.day_batches(table, rows, schema)), schema)
+        shared = day_layout.day_batches(table, rows, schema, whole=table.combine_chunks)
         assert pa.Table.from_batches(list(shared), schema).equals(out)
         assert out.num_rows == rows.rows
         _check_pieces(table, rows, out)
@@ -51,31 +51,31 @@ def _check_plan(table: pa.Table, key: str | None) -> None:
     assert seen == table.num_rows
 
 
-def _check_pieces(table: pa.Table, rows: layout.DayRows, whole: pa.Table) -> None:
+def _check_pieces(table: pa.Table, rows: day_layout.DayRows, whole: pa.Table) -> None:
     """Split in pieces, a day keeps its rows and their order; pieces are about equal."""
     for n in (2, 3):
-        parts = layout.split_day(rows, n)
+        parts = day_layout.split_day(rows, n)
         assert len(parts) == min(n, rows.rows)
         assert [(p.day, p.piece, p.pieces) for p in parts] == [
             (rows.day, i, len(parts) if len(parts) > 1 else 1) for i in range(len(parts))
         ]
         sizes = [p.rows for p in parts]
         assert sum(sizes) == rows.rows and max(sizes) - min(sizes) <= 1
-        joined = [b for p in parts for b in layout.day_batches(table, p, whole.schema)]
+        joined = [b for p in parts for b in day_layout.day_batches(table, p, whole.schema)]
         assert pa.Table.from_batches(joined, whole.schema).equals(whole)
         shared = [
             b
             for p in parts
-            for b in layout.day_batches(table, p, whole.schema, whole=table.combine_chunks)
+            for b in day_layout.day_batches(table, p, whole.schema, whole=table.combine_chunks)
         ]
         assert pa.Table.from_batches(shared, whole.schema).equals(whole)
 
 
 def test_piece_file_indices_never_meet() -> None:
-    assert layout.piece_file_index(0, 0) == 0
-    assert layout.piece_file_index(1, 0) > layout.piece_file_index(0, 9_999)
+    assert day_layout.piece_file_index(0, 0) == 0
+    assert day_layout.piece_file_index(1, 0) > day_layout.piece_file_index(0, 9_999)
     with pytest.raises(ValueError, match="more than 10000 files"):
-        layout.piece_file_index(0, 10_000)
+        day_layout.piece_file_index(0, 10_000)
 
 
 @given(st.lists(st.tuples(times, keys), max_size=200), st.booleans(), st.booleans())
@@ -138,43 +138,44 @@ def test_rows_in_time_order_are_grouped_in_the_order_a_sort_gives(
         micros.append(start)
     ts = pa.array(micros + [None] * null_times, pa.int64()).cast(pa.timestamp("us", tz="UTC"))
     key = pa.array([k for _, k in rows] + [None] * null_times, pa.string()) if keyed else None
-    days = layout.day_numbers(ts).fill_null(layout._NULL_DAY)
-    filled = ts.cast(pa.int64()).fill_null(layout._NULL_TIME)
-    grouped = layout._grouped_order(days, key, filled, min_rows=2)
+    days = day_layout.day_numbers(ts).fill_null(day_layout._NULL_DAY)
+    filled = ts.cast(pa.int64()).fill_null(day_layout._NULL_TIME)
+    grouped = day_layout._grouped_order(days, key, filled, min_rows=2)
     assert grouped is not None
-    assert grouped.to_pylist() == layout._sort_order(days, key, filled).to_pylist()
+    assert grouped.to_pylist() == day_layout._sort_order(days, key, filled).to_pylist()
     table = pa.table({"ts": ts, "k": key if keyed else pa.nulls(len(ts), pa.string())})
-    with mock.patch.object(layout, "_GROUPED_MIN_ROWS", 2):
+    with mock.patch.object(day_layout, "_GROUPED_MIN_ROWS", 2):
         _check_plan(table, "k" if keyed else None)
     if len(set(micros)) > 1:
         backwards = pa.array(list(reversed(micros)), pa.int64())
         assert (
-            layout._grouped_order(days.slice(0, len(micros)), None, backwards, min_rows=2) is None
+            day_layout._grouped_order(days.slice(0, len(micros)), None, backwards, min_rows=2)
+            is None
         )
     # Fewer rows than the grouping pays for: left to the sort.
-    assert layout._grouped_order(days, key, filled) is None
+    assert day_layout._grouped_order(days, key, filled) is None
 
 
 @given(st.integers(min_value=-1_000_000, max_value=3_000_000))
 def test_day_labels_are_iso_dates_or_day_numbers(day: int) -> None:
-    label = layout.day_label(day)
+    label = day_layout.day_label(day)
     try:
         expected = (dt.date(1970, 1, 1) + dt.timedelta(days=day)).isoformat()
     except OverflowError:
         expected = str(day)
     assert label == expected
-    assert layout.day_label(None) == "null"
+    assert day_layout.day_label(None) == "null"
 
 
 @given(st.text(min_size=1), st.lists(st.text(min_size=1), unique=True, max_size=20))
 def test_batch_identity_ignores_partition_order_but_not_membership(
     batch_id: str, ids: list[str]
 ) -> None:
-    digest = layout.batch_digest(batch_id, ids)
-    assert digest == layout.batch_digest(batch_id, list(reversed(ids)))
+    digest = day_layout.batch_digest(batch_id, ids)
+    assert digest == day_layout.batch_digest(batch_id, list(reversed(ids)))
     if ids:
-        assert digest != layout.batch_digest(batch_id, ids[1:])
-    stem = layout.data_file_stem("sink/x", "ds", digest)
+        assert digest != day_layout.batch_digest(batch_id, ids[1:])
+    stem = day_layout.data_file_stem("sink/x", "ds", digest)
     assert "/" not in stem
-    assert layout.owned_by(layout.data_file_name(stem, 3), stem)
-    assert not layout.owned_by(layout.data_file_name(stem + "0", 3), stem)
+    assert day_layout.owned_by(day_layout.data_file_name(stem, 3), stem)
+    assert not day_layout.owned_by(day_layout.data_file_name(stem + "0", 3), stem)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from hypaware import PartitionRef, RetryPartition
 from hypaware.core.workers import cores
-from hypaware.iceberg import layout
+from hypaware.iceberg import day_layout
 from hypaware.iceberg.pipeline import ReadBatch, day_clusters, read_partition, run_pipeline
 
 SCHEMA = pa.schema(
@@ -63,8 +63,8 @@ def collect() -> tuple[Days, Callable[..., None]]:
     days: Days = {}
     lock = threading.Lock()
 
-    def write_day(data: pa.Table, rows: layout.DayRows, whole: Callable[[], pa.Table]) -> None:
-        got = pa.Table.from_batches(list(layout.day_batches(data, rows, SCHEMA, whole=whole)))
+    def write_day(data: pa.Table, rows: day_layout.DayRows, whole: Callable[[], pa.Table]) -> None:
+        got = pa.Table.from_batches(list(day_layout.day_batches(data, rows, SCHEMA, whole=whole)))
         with lock:
             assert rows.day not in days, f"day {rows.day} written twice"
             days[rows.day] = got.column("row_id").to_pylist()
@@ -77,8 +77,8 @@ def reference(parts: list[PartitionRef]) -> Days:
     tables = [pa.Table.from_batches(list(p.open()), schema=SCHEMA) for p in parts]
     data = pa.concat_tables(tables)
     out: Days = {}
-    for rows in layout.plan_days(data, "ts", "key"):
-        got = pa.Table.from_batches(list(layout.day_batches(data, rows, SCHEMA)))
+    for rows in day_layout.plan_days(data, "ts", "key"):
+        got = pa.Table.from_batches(list(day_layout.day_batches(data, rows, SCHEMA)))
         out[rows.day] = got.column("row_id").to_pylist()
     return out
 
@@ -98,7 +98,7 @@ def test_two_partitions_are_read_at_once() -> None:
     parts = [part("a", [(1, "k", t), (2, "k", t)], gate=gate), part("b", [(3, "k", t)], gate=gate)]
     days, read = run(parts)
     assert read.ok == ["a", "b"] and read.failed == [] and read.rows == 3
-    assert days == {layout.day_numbers(pa.array([t])).to_pylist()[0]: [1, 2, 3]}
+    assert days == {day_layout.day_numbers(pa.array([t])).to_pylist()[0]: [1, 2, 3]}
 
 
 @pytest.mark.skipif(cores() < 2, reason="one core: nothing runs beside a read")
@@ -127,7 +127,7 @@ def test_a_day_is_written_while_later_partitions_are_still_read() -> None:
     )
     days, write_day = collect()
 
-    def signalling(data: pa.Table, rows: layout.DayRows, whole: Callable[[], pa.Table]) -> None:
+    def signalling(data: pa.Table, rows: day_layout.DayRows, whole: Callable[[], pa.Table]) -> None:
         writing.set()
         write_day(data, rows, whole)
 
@@ -151,7 +151,7 @@ def test_unreadable_partitions_are_set_aside_and_the_rest_written() -> None:
 def test_a_write_error_stops_the_pipeline_and_is_raised() -> None:
     parts = [part(f"p{i}", [(i, "k", START + dt.timedelta(days=i))]) for i in range(6)]
 
-    def fails(data: pa.Table, rows: layout.DayRows, whole: Callable[[], pa.Table]) -> None:
+    def fails(data: pa.Table, rows: day_layout.DayRows, whole: Callable[[], pa.Table]) -> None:
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
@@ -264,7 +264,7 @@ def _pieces_of(
     handed: list[tuple[int | None, int, int, int]] = []
     lock = threading.Lock()
 
-    def write_day(data: pa.Table, rows: layout.DayRows, whole: Callable[[], pa.Table]) -> None:
+    def write_day(data: pa.Table, rows: day_layout.DayRows, whole: Callable[[], pa.Table]) -> None:
         with lock:
             handed.append((rows.day, rows.piece, rows.pieces, rows.rows))
 
@@ -286,7 +286,7 @@ def test_only_a_day_of_more_than_split_rows_is_handed_over_in_two_pieces() -> No
         part("a", [(i, "k", day0) for i in range(4)]),
         part("b", [(10 + i, "k", day1) for i in range(5)]),
     ]
-    d0, d1 = (layout.day_numbers(pa.array([t])).to_pylist()[0] for t in (day0, day1))
+    d0, d1 = (day_layout.day_numbers(pa.array([t])).to_pylist()[0] for t in (day0, day1))
     assert _pieces_of(parts, split_rows=4) == [(d0, 0, 1, 4), (d1, 0, 2, 2), (d1, 1, 2, 3)]
 
 
