@@ -98,11 +98,7 @@ class CacheDirectory:
     # ------------------------------------------------------------ datasets
 
     def define_dataset(self, info: DatasetInfo) -> DatasetInfo:
-        """Create `info.name`, or check that it already exists with the same description.
-
-        Raises `CacheError` when the dataset exists with a different schema or
-        partitioning, or when the directory cannot be written.
-        """
+        """The work of `LocalCache.define_dataset`, whose docstring says what it promises."""
         _check_dataset_name(info.name)
         if info.time_grain is not None and info.time_grain not in GRAINS:
             raise CacheError(
@@ -130,10 +126,7 @@ class CacheDirectory:
         return info
 
     def has_dataset(self, name: str) -> bool:
-        """Whether `name` is defined (quietly False when the cache directory is missing).
-
-        A name no dataset could have (``../x``, ``a/b``) is a `CacheError`.
-        """
+        """The work of `LocalCache.has_dataset`, whose docstring says what it promises."""
         return self._load_info(name, quiet=True) is not None
 
     def datasets(self) -> Sequence[DatasetInfo]:

@@ -121,21 +121,9 @@ class LocalCache:
         utc_clock = clock or (lambda: datetime.now(UTC))
         self._identity: str | None = None
         self._directory = CacheDirectory(self.path, settings=self._settings, stats=self.stats)
-        self._reader = CacheReader(self._directory, stats=self.stats)
-        self._writer = CacheWriter(
-            self._directory,
-            self._reader,
-            settings=self._settings,
-            stats=self.stats,
-            clock=utc_clock,
-        )
-        self._retainer = CacheRetention(
-            self._directory,
-            self._reader,
-            settings=self._settings,
-            stats=self.stats,
-            clock=utc_clock,
-        )
+        self._reader = CacheReader(self._directory)
+        self._writer = CacheWriter(self._directory, self._reader, clock=utc_clock)
+        self._retainer = CacheRetention(self._directory, self._reader, clock=utc_clock)
 
     # Settings read by the parts at each use: one changed here holds at once.
 

@@ -28,7 +28,6 @@ from hypaware.cache.directory import (
     SEGMENT_NAME,
     SEGMENT_SUFFIXES,
     CacheDirectory,
-    LocalCacheStats,
     log,
 )
 from hypaware.cache.index import INDEX_NAME, covers, read_index
@@ -46,9 +45,9 @@ __all__ = ["CacheReader", "Segment", "sealed_names"]
 class CacheReader:
     """Listing sealed partitions and opening them (part of `LocalCache`)."""
 
-    def __init__(self, directory: CacheDirectory, *, stats: LocalCacheStats) -> None:
+    def __init__(self, directory: CacheDirectory) -> None:
         self.directory = directory
-        self.stats = stats
+        self.stats = directory.stats
         # Segments described so far and those found corrupt, by path (as a string:
         # listing hashes every name on every pass), and each dataset's sealed
         # directory as last listed.

@@ -12,8 +12,6 @@ from pathlib import Path
 from hypaware.cache.directory import (
     SEGMENT_NAME,
     CacheDirectory,
-    CacheSettings,
-    LocalCacheStats,
     log,
 )
 from hypaware.cache.index import stale_indexes
@@ -42,14 +40,13 @@ class CacheRetention:
         directory: CacheDirectory,
         reader: CacheReader,
         *,
-        settings: CacheSettings,
-        stats: LocalCacheStats,
         clock: Callable[[], datetime],
     ) -> None:
         self.directory = directory
         self.reader = reader
-        self.settings = settings
-        self.stats = stats
+        # The cache's own, shared through its directory: one settings object, one stats.
+        self.settings = directory.settings
+        self.stats = directory.stats
         self._clock = clock
 
     def enforce_retention(

@@ -23,8 +23,6 @@ from hypaware.cache.directory import (
     SEALING_NAME,
     SEGMENT_META,
     CacheDirectory,
-    CacheSettings,
-    LocalCacheStats,
     log,
 )
 from hypaware.cache.durable import IO_WORKERS
@@ -56,14 +54,13 @@ class CacheWriter:
         directory: CacheDirectory,
         reader: CacheReader,
         *,
-        settings: CacheSettings,
-        stats: LocalCacheStats,
         clock: Callable[[], datetime],
     ) -> None:
         self.directory = directory
         self.reader = reader
-        self.settings = settings
-        self.stats = stats
+        # The cache's own, shared through its directory: one settings object, one stats.
+        self.settings = directory.settings
+        self.stats = directory.stats
         self._clock = clock
 
     def append(
@@ -71,14 +68,7 @@ class CacheWriter:
         dataset: str,
         data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch] | Iterable[Mapping[str, Any]],
     ) -> int:
-        """Add rows to `dataset`; they become exportable when sealed. Returns the row count.
-
-        `data` is an Arrow table, a record batch, record batches, or dicts
-        (one per row). Columns are matched by name and cast to the dataset's
-        schema. Rows are durable when this returns. Raises `CacheError` for
-        rows that do not fit the schema (naming the column) or a cache that
-        cannot be written.
-        """
+        """The work of `LocalCache.append`, whose docstring says what it promises."""
         import pyarrow as pa
 
         info = self.directory.dataset(dataset)
@@ -107,12 +97,7 @@ class CacheWriter:
     def seal(
         self, dataset: str | None = None, *, before: datetime | None = None
     ) -> list[PartitionRef]:
-        """Seal the open partitions of `dataset` (default: every dataset).
-
-        With `before`, only partitions whose time bucket ends at or before it
-        are sealed (partitions without a time grain are always sealed). Each
-        sealed partition gets the next seq of its dataset. Returns them.
-        """
+        """The work of `LocalCache.seal`, whose docstring says what it promises."""
         names = [dataset] if dataset is not None else [d.name for d in self.directory.datasets()]
         sealed: list[PartitionRef] = []
         for name in names:

@@ -159,14 +159,7 @@ class CacheBinding:
         return str(row[0])
 
     def bind_cache(self, identity: str, *, may_change: bool = True) -> CacheChange | None:
-        """Bind the store to the cache `identity`; the `CacheChange` if it tracked another.
-
-        In one transaction: a store that tracked no cache adopts this one; a
-        store that tracked another archives what it still owed that cache
-        and restarts every (sink, dataset) it knew at seq 0. Without
-        `may_change` (the caller does not hold the store's cache lock
-        exclusively) a store found tracking another cache is a `StateError`.
-        """
+        """The work of `ProgressStore.bind_cache`, whose docstring says what it promises."""
         now = _now()
         with self._errors("bind the store to its cache"), immediate_transaction(self._db):
             row = self._db.execute("SELECT value FROM meta WHERE key = 'cache_identity'").fetchone()

@@ -129,11 +129,7 @@ class Ledger:
     # ----------------------------------------------------------- lost state
 
     def note_prior_state(self, state_dir: Path) -> None:
-        """Remember which sinks had state files when this store was created empty.
-
-        Such a sink has no progress here although it exported before: its
-        progress was lost, and the driver refuses it until told what to do.
-        """
+        """The work of `ProgressStore.note_prior_state`, whose docstring says what it promises."""
         sinks = sorted(prior_state(state_dir))
         with self._errors("record prior state"), immediate_transaction(self._db):
             self._db.execute(
@@ -150,11 +146,7 @@ class Ledger:
     # -------------------------------------------------------------- parking
 
     def park_exhausted(self, sink: str, dataset: str, max_attempts: int) -> list[ParkedPartition]:
-        """Move respooled partitions that cannot be helped by another slot into ``parked``.
-
-        A partition parks when its last failure was not retryable or it has
-        failed `max_attempts` times. Returns what was parked now.
-        """
+        """The work of `ProgressStore.park_exhausted`, whose docstring says what it promises."""
         now = _now()
         with self._errors("park partitions"), immediate_transaction(self._db):
             rows = self._db.execute(
@@ -204,11 +196,7 @@ class Ledger:
         dataset: str | None = None,
         partition_ids: Iterable[str] | None = None,
     ) -> list[ParkedPartition]:
-        """Put parked partitions back in line: they are respooled with a fresh attempt count.
-
-        Narrowed by `sink`, `dataset` and `partition_ids` when given. Returns
-        what was put back.
-        """
+        """The work of `ProgressStore.unpark`, whose docstring says what it promises."""
         wanted = None if partition_ids is None else set(partition_ids)
         chosen = [
             p for p in self.parked(sink, dataset) if wanted is None or p.partition_id in wanted
