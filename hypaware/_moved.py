@@ -195,10 +195,10 @@ MOVED: dict[str, dict[str, str]] = {
     },
     "query_sources": {
         "Filters": "hypaware.querying.filters",
-        "GenericSource": "hypaware.querying.sources.generic",
-        "IcebergSource": "hypaware.querying.sources.iceberg",
-        "ParquetSource": "hypaware.querying.sources.parquet",
-        "SinkView": "hypaware.querying.sources.base",
+        "GenericSource": "hypaware.plugin",
+        "IcebergSource": "hypaware.iceberg.query_source",
+        "ParquetSource": "hypaware.blob.query_source",
+        "SinkView": "hypaware",
         "sink_source": "hypaware.querying.sources",
     },
     "querying": {

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from hypaware.core.filter import Filter
+    from hypaware.core.query_source import SinkView
     from hypaware.core.types import PartitionRef
-    from hypaware.querying.sources.base import SinkView
 
 __all__ = [
     "CacheOnlyWarning",

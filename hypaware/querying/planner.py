@@ -35,12 +35,12 @@ import attrs
 
 from hypaware.cache.protocol import Cache, declared_identity
 from hypaware.core.errors import CacheError
+from hypaware.core.query_source import SinkView
 from hypaware.core.types import DatasetInfo, PartitionRef
 from hypaware.querying.context import _Context
 from hypaware.querying.errors import CacheOnlyWarning, NotQueryableError, SourceUnreadableError
 from hypaware.querying.filters import Filters
 from hypaware.querying.sources import sink_source
-from hypaware.querying.sources.base import SinkView
 
 if TYPE_CHECKING:
     import pyarrow as pa

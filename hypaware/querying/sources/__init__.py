@@ -30,8 +30,7 @@ third parties do:
   cannot be read exactly, so it is not a source at all.
 
 
-`cache` reads cache partitions; `parquet`, `iceberg`, `generic` and `base`
-keep the names the sources had here. `sink_source` picks the source for a
+`cache` reads cache partitions; `sink_source` picks the source for a
 built sink.
 """
 
@@ -39,9 +38,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypaware.blob.query_source import ParquetSource
 from hypaware.core.query_source import GenericSource, ProvidesQuerySource, QuerySource, SinkView
-from hypaware.querying.sources.iceberg import IcebergSource
-from hypaware.querying.sources.parquet import ParquetSource
+from hypaware.iceberg.query_source import IcebergSource
 
 __all__ = [
     "GenericSource",

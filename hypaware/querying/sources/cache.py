@@ -6,9 +6,9 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from hypaware.core.query_source import filtered
 from hypaware.core.types import DatasetInfo, PartitionRef
 from hypaware.querying.filters import Filters
-from hypaware.querying.sources.base import _filtered
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -50,4 +50,4 @@ def cache_reader(
                 continue
         columns = list(filters.columns)
         for batch in reader:
-            yield from _filtered(batch, expr, columns, target)
+            yield from filtered(batch, expr, columns, target)
