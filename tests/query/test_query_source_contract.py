@@ -22,8 +22,8 @@ from hypaware.core.types import DatasetInfo, PartitionRef
 from hypaware.querying.api import plan_query
 from hypaware.querying.sources import sink_source
 
-from .helpers import fill, ids, make_rows
-from .test_thirdparty_exact import TaggedTableSink, UntaggedSink, driver_for
+from .helpers import ids
+from .test_thirdparty_exact import TaggedTableSink, UntaggedSink, commit_then_crash, driver_for
 
 
 class SelfReadSink(TaggedTableSink):
@@ -80,12 +80,7 @@ async def test_a_sinks_own_source_claims_what_it_committed_though_the_ack_was_lo
     assert isinstance(sink, ProvidesQuerySource)
     driver, cache = driver_for(tmp_path, sink)
     try:
-        fill(cache, make_rows(0, 24, day=0))
-        await driver.run_once(backfill=True)
-        fill(cache, make_rows(24, 24, day=1))
-        sink.crash = True
-        await driver.run_once(backfill=True)
-        assert driver.state.in_flight("acme")
+        await commit_then_crash(driver, cache, sink)
 
         plan, reader = await plan_query(driver, "events")
         assert ids(reader) == list(range(48))

@@ -86,16 +86,21 @@ def driver_for(tmp_path: Path, sink: Any) -> tuple[ExportDriver, Any]:
     return driver, cache
 
 
+async def commit_then_crash(driver: ExportDriver, cache: Any, sink: TaggedTableSink) -> None:
+    """48 rows exported in two passes; the second batch commits, then the ack is lost."""
+    fill(cache, make_rows(0, 24, day=0))
+    await driver.run_once(backfill=True)
+    fill(cache, make_rows(24, 24, day=1))
+    sink.crash = True
+    await driver.run_once(backfill=True)
+    assert driver.state.in_flight("acme"), "the second batch should be left in flight"
+
+
 async def test_commit_then_crash_before_ack_reads_every_row_once(tmp_path: Path) -> None:
     sink = TaggedTableSink()
     driver, cache = driver_for(tmp_path, sink)
     try:
-        fill(cache, make_rows(0, 24, day=0))
-        await driver.run_once(backfill=True)
-        fill(cache, make_rows(24, 24, day=1))
-        sink.crash = True
-        await driver.run_once(backfill=True)
-        assert driver.state.in_flight("acme"), "the second batch should be left in flight"
+        await commit_then_crash(driver, cache, sink)
         # The sink holds all 48 rows; 24 of them are not acknowledged.
         assert sum(t.num_rows for t in sink.tables.values()) == 48
 
