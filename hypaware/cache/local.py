@@ -106,9 +106,7 @@ class LocalCache:
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.path = Path(path)
-        problem = segment_codec_problem(segment_format, compression)
-        if problem:
-            raise ValueError(problem)
+        self._check_codec(segment_format, compression)
         self._settings = CacheSettings(
             fsync=fsync,
             segment_format=segment_format,
@@ -157,7 +155,7 @@ class LocalCache:
         self._settings.compression = value
 
     @staticmethod
-    def _check_codec(segment_format: str, compression: str) -> None:
+    def _check_codec(segment_format: str, compression: str | None) -> None:
         problem = segment_codec_problem(segment_format, compression)
         if problem:
             raise ValueError(problem)
