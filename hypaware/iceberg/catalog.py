@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.io import PY_IO_IMPL
 from pyiceberg.table import Table
+from pyiceberg.table.metadata import TableMetadata
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from hypaware.core.errors import ConfigError, SinkError
@@ -164,9 +166,15 @@ def _disposing_sql_catalog() -> type[Catalog]:
     never returned, and its pooled sqlite connections would be left to the
     garbage collector.
     """
-    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+    from pyiceberg.table import CommitTableResponse
+    from pyiceberg.table.update import TableRequirement, TableUpdate
 
     class DisposingSqlCatalog(SqlCatalog):
+        def __init__(self, name: str, **properties: str) -> None:
+            self._parsed = ParsedMetadata()
+            super().__init__(name, **properties)
+
         def create_tables(self) -> None:
             try:
                 super().create_tables()
@@ -174,7 +182,70 @@ def _disposing_sql_catalog() -> type[Catalog]:
                 self.engine.dispose()
                 raise
 
+        def _convert_orm_to_iceberg(self, orm_table: IcebergTables) -> Table:
+            location = orm_table.metadata_location
+            metadata = self._parsed.get(location)
+            if metadata is None or not orm_table.table_namespace or not orm_table.table_name:
+                table = super()._convert_orm_to_iceberg(orm_table)
+                self._parsed.put(table.metadata_location, table.metadata)
+                return table
+            assert location is not None  # a parsed entry has a location
+            return Table(
+                identifier=(
+                    *Catalog.identifier_to_tuple(orm_table.table_namespace),
+                    orm_table.table_name,
+                ),
+                metadata=metadata,
+                metadata_location=location,
+                io=self._load_file_io(metadata.properties, location),
+                catalog=self,
+            )
+
+        def commit_table(
+            self,
+            table: Table,
+            requirements: tuple[TableRequirement, ...],
+            updates: tuple[TableUpdate, ...],
+        ) -> CommitTableResponse:
+            response = super().commit_table(table, requirements, updates)
+            self._parsed.put(response.metadata_location, response.metadata)
+            return response
+
     return DisposingSqlCatalog
+
+
+class ParsedMetadata:
+    """Table metadata already parsed, by the location of its file.
+
+    A metadata file is never rewritten in place (every commit writes a new
+    one and moves the catalog's pointer), so what was parsed from a location,
+    or committed to it, is what that location holds for good. The catalog row
+    is still read on every load: only the parse of a file already seen is
+    saved, which was most of the cost of a load, and a pass loads a table
+    three times (the pass, the refresh before its commit, the commit's check).
+    """
+
+    # A few tables a sink writes, each wanting its newest version or two.
+    LIMIT = 16
+
+    def __init__(self) -> None:
+        self._entries: dict[str, TableMetadata] = {}
+        self._lock = threading.Lock()
+
+    def get(self, location: str | None) -> TableMetadata | None:
+        if location is None:
+            return None
+        with self._lock:
+            return self._entries.get(location)
+
+    def put(self, location: str | None, metadata: TableMetadata) -> None:
+        if location is None:
+            return
+        with self._lock:
+            self._entries.pop(location, None)
+            self._entries[location] = metadata
+            while len(self._entries) > self.LIMIT:
+                del self._entries[next(iter(self._entries))]
 
 
 def _is_lock_error(exc: BaseException) -> bool:

@@ -115,3 +115,53 @@ def test_a_namespace_created_by_another_writer_meanwhile_is_fine() -> None:
 def test_table_names_come_from_dataset_names() -> None:
     assert table_identifier("hypaware", "messages") == ("hypaware", "messages")
     assert table_identifier("a.b", "llm-calls.v2") == ("a", "b", "llm_calls_v2")
+
+
+def _sql_catalog(tmp_path: Any, name: str = "c") -> Any:
+    from hypaware.iceberg.catalog import _disposing_sql_catalog
+
+    warehouse = tmp_path / "wh"
+    warehouse.mkdir(exist_ok=True)
+    return _disposing_sql_catalog()(
+        name, uri=f"sqlite:///{tmp_path / 'cat.db'}", warehouse=f"file://{warehouse}"
+    )
+
+
+def test_a_table_loads_without_parsing_a_metadata_file_already_seen(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow as pa
+    from pyiceberg.serializers import FromInputFile
+
+    creator = _sql_catalog(tmp_path)
+    creator.create_namespace("ns")
+    creator.create_table("ns.t", schema=pa.schema([("x", pa.int64())]))
+    catalog = _sql_catalog(tmp_path)
+    parsed: list[str] = []
+    real = FromInputFile.table_metadata
+
+    def counting(input_file: Any, encoding: str = "utf-8") -> Any:
+        parsed.append(input_file.location)
+        return real(input_file, encoding)
+
+    monkeypatch.setattr(FromInputFile, "table_metadata", staticmethod(counting))
+    catalog.load_table("ns.t")
+    catalog.load_table("ns.t")
+    assert len(parsed) == 1  # the first load parses; the second finds it parsed
+
+    # A commit's own metadata is known without reading it back.
+    table = catalog.load_table("ns.t")
+    table.append(pa.table({"x": pa.array([1, 2], pa.int64())}))
+    again = catalog.load_table("ns.t")
+    assert len(parsed) == 1
+    assert again.metadata_location == table.metadata_location
+    assert again.current_snapshot() is not None
+    assert again.scan().to_arrow().num_rows == 2
+
+    # Another writer's commit moves the catalog's pointer: its file is parsed.
+    other = _sql_catalog(tmp_path, "c").load_table("ns.t")
+    other.append(pa.table({"x": pa.array([3], pa.int64())}))
+    fresh = catalog.load_table("ns.t")
+    assert fresh.metadata_location == other.metadata_location
+    assert fresh.scan().to_arrow().num_rows == 3
+    assert parsed[-1] == other.metadata_location

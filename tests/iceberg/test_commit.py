@@ -28,9 +28,15 @@ async def test_the_metadata_view_is_made_once_and_follows_every_change(tmp_path:
     assert staged is not first and staged.properties["owner"] == "ops"
     assert "owner" not in first.properties
 
+    table.refresh()  # the same metadata file: the same parsed base, so the view stands
+    assert tx.table_metadata is staged
+
+    other = sink.table.load_table(DATASET)  # type: ignore[attr-defined]
+    other.transaction().set_properties({"team": "data"}).commit_transaction()
     table.refresh()  # a new base: the view is made again from it
     assert tx.table_metadata is not staged
     assert tx.table_metadata.properties["owner"] == "ops"
+    assert tx.table_metadata.properties["team"] == "data"
 
     tx.commit_transaction()
     assert table.metadata.properties["owner"] == "ops"
