@@ -296,3 +296,26 @@ def test_a_reader_dropped_unread_or_half_read_leaves_no_file_open(tmp_path: Path
         del reader
     gc.collect()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_whole_segment_read_carries_the_datasets_schema_not_the_files(tmp_path: Path) -> None:
+    from hypaware.cache.reads import _load_arrow
+
+    path = tmp_path / "seg.arrow"
+    written = pa.schema([pa.field("x", pa.int64(), metadata={b"k": b"file"})]).with_metadata(
+        {b"hypaware.segment": b"{}"}
+    )
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, written) as writer:
+        writer.write_table(pa.table({"x": [1, 2]}, schema=written))
+
+    same = pa.schema([pa.field("x", pa.int64(), metadata={b"k": b"file"})])
+    table = _load_arrow(path, same)
+    assert table.schema.equals(same, check_metadata=True)
+    assert table.column("x").to_pylist() == [1, 2]
+
+    # The dataset's own field metadata and schema metadata win over the file's.
+    declared = pa.schema(
+        [pa.field("x", pa.int64(), metadata={b"k": b"dataset"})], metadata={b"d": b"1"}
+    )
+    table = _load_arrow(path, declared)
+    assert table.schema.equals(declared, check_metadata=True)
