@@ -39,7 +39,7 @@ DATASET = DatasetInfo(
 
 _SERVE = """
 import json, sys
-from hypaware.testing.central import CentralServer
+from hypaware.testing.servers.central import CentralServer
 with CentralServer(token=sys.argv[1]) as server:
     print(server.url, flush=True)
     sys.stdin.read()

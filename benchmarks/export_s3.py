@@ -24,7 +24,7 @@ import pyarrow as pa
 from obstore.store import S3Store
 
 from hypaware import ExportOptions
-from hypaware.testing.peers import run_moto
+from hypaware.testing.servers.peers import run_moto
 
 from . import datagen
 from ._common import build_sink, day_batch, plain_write_table, report, run_repeated, timer

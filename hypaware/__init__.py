@@ -56,7 +56,14 @@ if TYPE_CHECKING:
     from hypaware.core.query_source import ProvidesQuerySource, QuerySource, SinkView
     from hypaware.core.redact import SecretRedactor, mask_secrets
     from hypaware.core.registry import Registry
-    from hypaware.core.resolver import BuildContext, Component, SinkPlan, resolve
+    from hypaware.core.resolver import (
+        BlobPlan,
+        BuildContext,
+        Component,
+        RequestPlan,
+        SinkPlan,
+        resolve,
+    )
     from hypaware.core.secrets import Secret
     from hypaware.core.types import (
         DatasetInfo,
@@ -137,8 +144,10 @@ _LAZY: dict[str, str] = {
     "Registry": "core.registry",
     "SecretRedactor": "core.redact",
     "mask_secrets": "core.redact",
+    "BlobPlan": "core.resolver",
     "BuildContext": "core.resolver",
     "Component": "core.resolver",
+    "RequestPlan": "core.resolver",
     "SinkPlan": "core.resolver",
     "build": "export.build",
     "resolve": "core.resolver",
@@ -159,6 +168,7 @@ _LAZY: dict[str, str] = {
 __all__ = [
     "AlreadyExistsError",
     "AsyncClosing",
+    "BlobPlan",
     "BlobStore",
     "BuildContext",
     "Cache",
@@ -208,6 +218,7 @@ __all__ = [
     "QueryableSink",
     "Registry",
     "RequestEvent",
+    "RequestPlan",
     "RetryPartition",
     "RunReport",
     "Secret",

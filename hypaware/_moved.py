@@ -1,12 +1,15 @@
 """Forwarding for the module paths of the 0.1 layout (deprecated in 0.2.0, removed in 0.3.0).
 
 0.2.0 moved modules into rooms by concept (``hypaware.config`` became
-``hypaware.core.config``, and so on). Each old path is a small module whose
+``hypaware.core.config``, and so on) and split ``hypaware.testing`` into the
+conformance suite (``hypaware.testing.conformance``) and the loopback servers
+(``hypaware.testing.servers``). Each old path is a small module whose
 ``__getattr__`` comes from `forward`: a name is looked up where it lives now,
-with a `DeprecationWarning` naming that place, so a plugin written against
-0.1 keeps importing for one minor release. `MOVED` is the whole table: the
-old module's public names (its ``__all__`` in 0.1) and each one's new home,
-the public module (`hypaware`, `hypaware.plugin`) where there is one.
+with a `DeprecationWarning` naming that place, so a plugin (or its tests)
+written against 0.1 keeps importing for one minor release. `MOVED` is the
+whole table, keyed by the old path under ``hypaware.`` (``"config"``,
+``"testing.central"``): the old module's public names (its ``__all__`` in
+0.1) and each one's new home, the public module (`PUBLIC`) where there is one.
 """
 
 from __future__ import annotations
@@ -16,9 +19,14 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["GONE", "MOVED", "forward", "names"]
+__all__ = ["GONE", "MOVED", "PUBLIC", "forward", "names"]
 
 REMOVED_IN = "0.3.0"
+
+# The modules that hold still between releases (docs/writing-plugins.md, "Imports").
+PUBLIC = ("hypaware", "hypaware.plugin", "hypaware.testing.conformance")
+
+_SUITE = "hypaware.testing.conformance"
 
 MOVED: dict[str, dict[str, str]] = {
     "backoff": {
@@ -254,6 +262,118 @@ MOVED: dict[str, dict[str, str]] = {
     "table_sink": {
         "TableSink": "hypaware.blob.table_sink",
     },
+    "testing.central": {
+        "CentralServer": "hypaware.testing.servers.central",
+        "Delay": "hypaware.testing.servers.central",
+        "Drop": "hypaware.testing.servers.central",
+        "Hold": "hypaware.testing.servers.central",
+        "RateLimit": "hypaware.testing.servers.central",
+        "Reply": "hypaware.testing.servers.central",
+        "Seen": "hypaware.testing.servers.central",
+    },
+    "testing.data": {
+        "BASE_TIME": "hypaware.testing.conformance.data",
+        "expected_rows": "hypaware.testing.conformance.data",
+        "sample_batch": "hypaware.testing.conformance.data",
+        "sample_dataset": "hypaware.testing.conformance.data",
+        "sample_partition": "hypaware.testing.conformance.data",
+        "sample_schema": "hypaware.testing.conformance.data",
+        "sample_table": "hypaware.testing.conformance.data",
+    },
+    "testing.encoder_checks": {
+        "ENCODER_CHECKS": "hypaware.testing.conformance.encoder",
+        "EncoderCheck": "hypaware.testing.conformance.encoder",
+        "EncoderHarness": _SUITE,
+    },
+    "testing.encoder_contract": {
+        "EncoderContract": _SUITE,
+        "EncoderHarness": _SUITE,
+        "run_encoder_checks": _SUITE,
+    },
+    "testing.gcs_server": {
+        "GCSServer": "hypaware.testing.servers.gcs",
+        "run_gcs_server": "hypaware.testing.servers.gcs",
+    },
+    "testing.peers": {
+        "AZURITE_ACCOUNT": "hypaware.testing.servers.peers",
+        "AZURITE_KEY": "hypaware.testing.servers.peers",
+        "AzuritePeer": "hypaware.testing.servers.peers",
+        "GCSServer": "hypaware.testing.servers.gcs",
+        "S3Peer": "hypaware.testing.servers.peers",
+        "azurite_binary": "hypaware.testing.servers.peers",
+        "create_azure_container": "hypaware.testing.servers.peers",
+        "free_port": "hypaware.testing.servers.peers",
+        "install_azurite": "hypaware.testing.servers.peers",
+        "run_azurite": "hypaware.testing.servers.peers",
+        "run_gcs_server": "hypaware.testing.servers.gcs",
+        "run_moto": "hypaware.testing.servers.peers",
+        "run_moto_with_auth": "hypaware.testing.servers.peers",
+    },
+    "testing.promises": {
+        "CheckSkipped": _SUITE,
+        "ContractViolation": _SUITE,
+        "HookMissing": _SUITE,
+        "Promise": _SUITE,
+    },
+    "testing.queryable_checks": {
+        "QUERYABLE_CHECKS": "hypaware.testing.conformance.queryable",
+    },
+    "testing.queryable_lost_ack": {
+        "check_query_after_lost_ack_reads_rows_once": (
+            "hypaware.testing.conformance.queryable_lost_ack"
+        ),
+    },
+    "testing.rest_catalog": {
+        "RestCatalogServer": "hypaware.testing.servers.rest_catalog",
+    },
+    "testing.runner": {
+        "CheckOutcome": _SUITE,
+    },
+    "testing.scan_rules": {
+        "expect_ids": "hypaware.testing.conformance.scan_rules",
+        "expect_types": "hypaware.testing.conformance.scan_rules",
+        "expect_values": "hypaware.testing.conformance.scan_rules",
+        "ids_once": "hypaware.testing.conformance.scan_rules",
+    },
+    "testing.sink_checks": {
+        "SINK_CHECKS": "hypaware.testing.conformance.sink",
+        "SinkCheck": "hypaware.testing.conformance.sink_harness",
+        "SinkHarness": _SUITE,
+    },
+    "testing.sink_delivery_checks": {
+        "check_aligned_ids_from_two_caches_both_land": "hypaware.testing.conformance.sink_delivery",
+        "check_exports_every_partition": "hypaware.testing.conformance.sink_delivery",
+        "check_partition_failure_is_reported": "hypaware.testing.conformance.sink_delivery",
+        "check_reexport_is_idempotent": "hypaware.testing.conformance.sink_delivery",
+        "check_respool_into_new_batch_is_idempotent": "hypaware.testing.conformance.sink_delivery",
+    },
+    "testing.sink_harness": {
+        "RowsReader": "hypaware.testing.conformance.sink_harness",
+        "SinkCheck": "hypaware.testing.conformance.sink_harness",
+        "SinkHarness": _SUITE,
+    },
+    "testing.sink_lifecycle_checks": {
+        "check_close_aborts_wait": "hypaware.testing.conformance.sink_lifecycle",
+        "check_close_during_export_is_prompt": "hypaware.testing.conformance.sink_lifecycle",
+        "check_close_is_idempotent": "hypaware.testing.conformance.sink_lifecycle",
+        "check_export_after_close_raises": "hypaware.testing.conformance.sink_lifecycle",
+    },
+    "testing.sink_safety_checks": {
+        "check_hostile_names_stay_under_root": "hypaware.testing.conformance.sink_safety",
+        "check_no_secrets_in_reprs": "hypaware.testing.conformance.sink_safety",
+    },
+    "testing.store_checks": {
+        "BAD_PATHS": "hypaware.testing.conformance.store",
+        "STORE_CHECKS": "hypaware.testing.conformance.store",
+        "StoreCheck": "hypaware.testing.conformance.store",
+        "StoreHarness": _SUITE,
+    },
+    "testing.webhook": {
+        "Answer": "hypaware.testing.servers.webhook",
+        "Trickle": "hypaware.testing.servers.webhook",
+        "WebhookReceiver": "hypaware.testing.servers.webhook",
+        "run_webhook_receiver": "hypaware.testing.servers.webhook",
+    },
     "types": {
         "DatasetInfo": "hypaware",
         "ExportBatch": "hypaware",
@@ -284,7 +404,7 @@ GONE: dict[str, dict[str, str]] = {
 
 def forward(module: str) -> Callable[[str], Any]:
     """The module ``__getattr__`` of the old path `module` (``hypaware.<old>``)."""
-    old = module.rpartition(".")[2]
+    old = module.removeprefix("hypaware.")
     table = MOVED.get(old, {})
     gone = GONE.get(old, {})
 
@@ -294,7 +414,7 @@ def forward(module: str) -> Callable[[str], Any]:
             if name in gone:
                 raise ImportError(f"{module}.{name} was removed in 0.2.0: {gone[name]}")
             raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        internal = "" if home in ("hypaware", "hypaware.plugin") else " (an internal module)"
+        internal = "" if home in PUBLIC else " (an internal module)"
         warnings.warn(
             f"{module}.{name} moved to {home}.{name}{internal}; the old path goes in "
             f"hypaware {REMOVED_IN} (see CHANGELOG.md)",
@@ -308,4 +428,4 @@ def forward(module: str) -> Callable[[str], Any]:
 
 def names(module: str) -> list[str]:
     """The names the old path `module` forwards (its ``__all__``)."""
-    return sorted(MOVED.get(module.rpartition(".")[2], {}))
+    return sorted(MOVED.get(module.removeprefix("hypaware."), {}))

@@ -30,7 +30,7 @@ from typing import NoReturn
 import pytest
 from hypothesis import HealthCheck, settings
 
-from hypaware.testing.peers import (
+from hypaware.testing.servers.peers import (
     AzuritePeer,
     GCSServer,
     S3Peer,

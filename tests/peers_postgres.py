@@ -29,7 +29,7 @@ from pathlib import Path
 
 import attrs
 
-from hypaware.testing.peers import free_port
+from hypaware.testing.servers.peers import free_port
 
 __all__ = ["PostgresPeer", "postgres_bindir", "run_postgres"]
 

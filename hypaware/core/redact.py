@@ -137,9 +137,8 @@ def plan_secrets(plans: Iterable[SinkPlan], env: Mapping[str, str] | None = None
     """The text of every revealable `Secret` in the plugin configs of resolved `plans`."""
     found: list[Secret] = []
     for plan in plans:
-        for component in (plan.writer, plan.destination, plan.encoder, plan.plugin):
-            if component is not None:
-                _secrets_in(component.config, found)
+        for component in plan.components:
+            _secrets_in(component.config, found)
     source = os.environ if env is None else env
     out = []
     for secret in found:

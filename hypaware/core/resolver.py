@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import attrs
 
@@ -32,7 +32,16 @@ from hypaware.core.manifest import (
 from hypaware.core.registry import Registry, did_you_mean
 from hypaware.core.secrets import Secret
 
-__all__ = ["BuildContext", "Component", "SinkPlan", "needs", "resolve", "resolve_partial"]
+__all__ = [
+    "BlobPlan",
+    "BuildContext",
+    "Component",
+    "RequestPlan",
+    "SinkPlan",
+    "needs",
+    "resolve",
+    "resolve_partial",
+]
 
 
 @attrs.frozen
@@ -48,21 +57,23 @@ class Component:
 
 
 @attrs.frozen
-class SinkPlan:
-    """Everything needed to build one sink, checked but not yet constructed.
+class BlobPlan:
+    """A blob sink's plan: a writer on a destination, checked but not yet constructed.
 
-    For a blob sink `writer` and `destination` are set, and `encoder` is the
-    encoder that writes its files (the writer itself, or the one resolved for
-    a table format). For a request sink only `plugin` is set.
+    `encoder` is the encoder that writes its files: the writer itself for an
+    encoder such as ``@hypaware/format-parquet``, or the one resolved for a
+    table format such as ``@hypaware/format-iceberg``.
     """
 
     spec: SinkSpec
-    shape: Literal["blob", "request"]
     queryable: bool
-    writer: Component | None = None
-    destination: Component | None = None
-    encoder: Component | None = None
-    plugin: Component | None = None
+    writer: Component
+    destination: Component
+    encoder: Component
+
+    @property
+    def shape(self) -> Literal["blob"]:
+        return "blob"
 
     @property
     def name(self) -> str:
@@ -74,20 +85,55 @@ class SinkPlan:
 
     @property
     def components(self) -> tuple[Component, ...]:
-        parts = (self.writer, self.destination, self.plugin)
-        extra = (self.encoder,) if self.encoder is not None and self.encoder != self.writer else ()
-        return tuple(c for c in (*parts, *extra) if c is not None)
+        """The writer, the destination and, for a table format, its encoder."""
+        extra = () if self.encoder == self.writer else (self.encoder,)
+        return (self.writer, self.destination, *extra)
 
     def describe(self) -> str:
         """The plugins in one phrase, e.g. ``@hypaware/format-parquet on @hypaware/local-fs``."""
-        if self.plugin is not None:
-            return self.plugin.name
-        assert self.writer is not None
-        assert self.destination is not None
         text = f"{self.writer.name} on {self.destination.name}"
-        if self.encoder is not None and self.encoder.manifest is not self.writer.manifest:
+        if self.encoder.manifest is not self.writer.manifest:
             text += f" (encoder {self.encoder.name})"
         return text
+
+
+@attrs.frozen
+class RequestPlan:
+    """A request sink's plan: one sink plugin, checked but not yet constructed."""
+
+    spec: SinkSpec
+    queryable: bool
+    plugin: Component
+
+    @property
+    def shape(self) -> Literal["request"]:
+        return "request"
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def schedule(self) -> str:
+        return self.spec.schedule
+
+    @property
+    def components(self) -> tuple[Component, ...]:
+        """The sink plugin alone."""
+        return (self.plugin,)
+
+    def describe(self) -> str:
+        """The plugin's name, e.g. ``@hypaware/webhook``."""
+        return self.plugin.name
+
+
+SinkPlan: TypeAlias = BlobPlan | RequestPlan
+"""Either plan `resolve` returns: tell them apart with ``isinstance`` (or ``match``).
+
+Both have `spec`, `name`, `schedule`, `shape`, `queryable`, `components`
+and `describe()`; only a `BlobPlan` has `writer`, `destination` and
+`encoder`, only a `RequestPlan` has `plugin`.
+"""
 
 
 def resolve(
@@ -184,7 +230,7 @@ def _resolve_request_sink(
     registry: Registry,
     problems: list[Problem],
     env: Mapping[str, str],
-) -> SinkPlan | None:
+) -> RequestPlan | None:
     path = f"sinks.{spec.name}"
     label = f"sink {spec.name!r}"
     before = len(problems)
@@ -205,12 +251,7 @@ def _resolve_request_sink(
     configs = _structure_components(spec, [plugin], path, problems, env)
     if configs is None or len(problems) > before:
         return None
-    return SinkPlan(
-        spec=spec,
-        shape="request",
-        queryable=plugin.queryable,
-        plugin=Component(plugin, configs[0]),
-    )
+    return RequestPlan(spec=spec, queryable=plugin.queryable, plugin=Component(plugin, configs[0]))
 
 
 def _resolve_blob_sink(
@@ -218,7 +259,7 @@ def _resolve_blob_sink(
     registry: Registry,
     problems: list[Problem],
     env: Mapping[str, str],
-) -> SinkPlan | None:
+) -> BlobPlan | None:
     path = f"sinks.{spec.name}"
     label = f"sink {spec.name!r}"
     before = len(problems)
@@ -318,7 +359,7 @@ def _blob_plan(
     problems: list[Problem],
     env: Mapping[str, str],
     before: int,
-) -> SinkPlan | None:
+) -> BlobPlan | None:
     """The blob sink's plan once its parts fit, or None if any part's config has problems.
 
     `before` is the count of problems when the sink's resolution began: any
@@ -330,9 +371,8 @@ def _blob_plan(
         return None
     writer_c = Component(writer, configs[0])
     encoder_c = writer_c if encoder is writer else Component(encoder, configs[2])
-    return SinkPlan(
+    return BlobPlan(
         spec=spec,
-        shape="blob",
         queryable=all(QUERYABLE in p.supports for p in parts),
         writer=writer_c,
         destination=Component(destination, configs[1]),

@@ -1,8 +1,9 @@
 """`build`: a resolved `SinkPlan` becomes a live sink.
 
 Sits above every sink room: it imports each plugin's factory through its
-manifest and, for a blob sink, composes destination, encoder and writer into
-a `BlobSink` or a `TableSink`.
+manifest and, for a blob sink (a `BlobPlan`), composes destination, encoder
+and writer into a `BlobSink` or a `TableSink`; a request sink (a
+`RequestPlan`) is its plugin's sink.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from hypaware.core.config import HypawareConfig
 from hypaware.core.contracts import AsyncClosing, ManagedSink, Sink
 from hypaware.core.errors import ConfigError, HypawareError, PluginError
 from hypaware.core.manifest import TABLE_FORMAT
-from hypaware.core.resolver import BuildContext, Component, SinkPlan
+from hypaware.core.resolver import BlobPlan, BuildContext, Component, RequestPlan, SinkPlan
 from hypaware.core.types import ExportBatch, ExportOptions, ExportResult
 
 __all__ = ["build"]
@@ -29,13 +30,13 @@ def build(
     env: Mapping[str, str] | None = None,
     state_dir: str | os.PathLike[str] | None = None,
 ) -> ManagedSink:
-    """Construct the live sink for `plan`.
+    """Construct the live sink for `plan`, a `BlobPlan` or a `RequestPlan` from `resolve`.
 
     Imports the plugins' factories, reads secrets from `env` (default:
     ``os.environ``), and for a blob sink composes destination and writer.
     Raises `ConfigError` (a missing secret) or `PluginError` naming the sink
     and plugin when a factory fails or returns something that is not what its
-    kind promises.
+    kind promises, and `TypeError` when `plan` is neither kind of plan.
 
     A sink keeps its own state (a blob sink's batch index) under
     ``<state_dir>/sinks/<name>``: `state_dir` defaults to the config's
@@ -94,8 +95,12 @@ def _build(
     env: Mapping[str, str] | None,
     state_dir: str | os.PathLike[str] | None,
 ) -> Sink:
+    if not isinstance(plan, (BlobPlan, RequestPlan)):
+        raise TypeError(
+            f"build() takes a BlobPlan or a RequestPlan (from resolve), not {type(plan).__name__}"
+        )
     ctx = _build_context(plan, config=config, env=env, state_dir=state_dir)
-    if plan.plugin is not None:
+    if isinstance(plan, RequestPlan):
         sink: Sink = _make(ctx, plan.plugin, Sink)
         return sink
     return _compose_blob_sink(plan, ctx)
@@ -147,13 +152,10 @@ def _make(
     return obj
 
 
-def _compose_blob_sink(plan: SinkPlan, ctx: BuildContext) -> Sink:
+def _compose_blob_sink(plan: BlobPlan, ctx: BuildContext) -> Sink:
     """A `TableSink` for a table format, else a `BlobSink`: destination first, then encoder."""
     from hypaware.core.contracts import BlobStore, Encoder, TableFormat
 
-    assert plan.writer is not None
-    assert plan.destination is not None
-    assert plan.encoder is not None
     store = _make(ctx, plan.destination, BlobStore)
     encoder = _make(ctx, plan.encoder, Encoder)
     if TABLE_FORMAT in plan.writer.manifest.provides:

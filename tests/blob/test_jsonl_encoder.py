@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 import zstandard
 
-from hypaware import ConfigError, resolve
+from hypaware import BlobPlan, ConfigError, resolve
 from hypaware.encoding.jsonl import JsonlConfig, JsonlEncoder
 from hypaware.encoding.jsonrows import encode_ndjson
 from hypaware.plugins import format_jsonl
@@ -139,7 +139,7 @@ def test_manifest_is_not_queryable_and_resolves() -> None:
     }
     (plan,) = resolve(config, registry())
     assert not plan.queryable
-    assert plan.encoder is not None
+    assert isinstance(plan, BlobPlan)
     assert plan.encoder.config == JsonlConfig(compression="gzip", target_file_size=1024)
     config["sinks"]["lines"]["config"] = {"compression": "bz2"}
     with pytest.raises(ConfigError, match=r"sinks\.lines\.config\.compression"):

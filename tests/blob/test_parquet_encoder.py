@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hypaware import ConfigError, EncodeError, resolve
+from hypaware import BlobPlan, ConfigError, EncodeError, resolve
 from hypaware.encoding._stream import BatchSource, row_groups
 from hypaware.encoding.parquet import _BUFFER_BYTES, ParquetConfig, ParquetEncoder
 from hypaware.plugins import format_parquet
@@ -276,7 +276,7 @@ def test_config_keys_are_checked_by_the_resolver() -> None:
     config["sinks"].pop("a")
     (plan,) = resolve(config, registry())
     assert plan.queryable
-    assert plan.encoder is not None
+    assert isinstance(plan, BlobPlan)
     assert plan.encoder.config == ParquetConfig(engine="pyarrow", compression_level=3)
     for key, value in (("compression", "zip"), ("row_group_size", 0), ("dictionary", "yes")):
         bad = {"sinks": {"a": {**base, "config": {key: value}}}}

@@ -20,7 +20,7 @@ import hypaware
 from hypaware import ExportOptions, load_config
 from hypaware.blob.sink import BlobSink
 from hypaware.core.paths import encode_segment
-from hypaware.testing.peers import AzuritePeer, GCSServer, S3Peer
+from hypaware.testing.servers.peers import AzuritePeer, GCSServer, S3Peer
 
 from .data import expected_table, registry, rich_batch
 from .readback import check_pyarrow, check_store, read_pyarrow
@@ -213,7 +213,7 @@ async def test_wrong_credentials_are_refused_without_leaking_them(
 
 
 async def test_unreachable_endpoint_is_transient(tmp_path: Path) -> None:
-    from hypaware.testing.peers import free_port
+    from hypaware.testing.servers.peers import free_port
 
     config = {
         "bucket": "b",

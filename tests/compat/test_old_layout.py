@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import subprocess
 import sys
 import warnings
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import hypaware
-from hypaware._moved import GONE, MOVED, REMOVED_IN
+from hypaware._moved import GONE, MOVED, PUBLIC, REMOVED_IN
 from hypaware.testing.conformance import SinkHarness, run_sink_checks
 
 
@@ -51,7 +52,7 @@ def test_every_old_name_is_the_object_at_its_new_home(old: str) -> None:
         assert value is getattr(importlib.import_module(home), name), f"{old}.{name}"
         (warning,) = caught
         assert f"hypaware.{old}.{name} moved to {home}.{name}" in str(warning.message)
-        internal = home not in ("hypaware", "hypaware.plugin")
+        internal = home not in PUBLIC
         assert ("(an internal module)" in str(warning.message)) is internal
     if not hasattr(module, "__path__"):
         # A package kept its name in 0.2 and lists its own names; a shim lists the old ones.
@@ -78,6 +79,25 @@ def test_a_star_import_of_an_old_path_gets_every_name() -> None:
         exec("from hypaware.config import *", namespace)
     assert set(MOVED["config"]) <= set(namespace)
     assert len(caught) == len(MOVED["config"])
+
+
+def test_the_old_testing_paths_forward_to_the_suite_and_the_servers() -> None:
+    import hypaware.testing.central as central
+    import hypaware.testing.promises as promises
+    from hypaware.testing import conformance
+    from hypaware.testing.servers import central as new_central
+
+    server = "hypaware.testing.servers.central.CentralServer (an internal module)"
+    with pytest.warns(DeprecationWarning, match=re.escape(f"moved to {server}")):
+        found = central.CentralServer
+    assert found is new_central.CentralServer
+    # A name the public suite exports is sent there, not to its internal module.
+    with pytest.warns(
+        DeprecationWarning, match=r"moved to hypaware\.testing\.conformance\.Promise;"
+    ):
+        found = promises.Promise
+    assert found is conformance.Promise
+    assert PUBLIC == ("hypaware", "hypaware.plugin", "hypaware.testing.conformance")
 
 
 def test_hypaware_plugin_stays_light() -> None:

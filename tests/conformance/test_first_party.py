@@ -14,11 +14,11 @@ import pytest
 from hypaware.blob.table_sink import TableSink
 from hypaware.core.contracts import BlobStore, Sink
 from hypaware.core.types import DatasetInfo
-from hypaware.testing.central import CentralServer, Reply
 from hypaware.testing.conformance import BlobStoreContract, QueryableSinkContract, SinkContract
-from hypaware.testing.peers import AZURITE_KEY, AzuritePeer, GCSServer, S3Peer
-from hypaware.testing.rest_catalog import RestCatalogServer
-from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
+from hypaware.testing.servers.central import CentralServer, Reply
+from hypaware.testing.servers.peers import AZURITE_KEY, AzuritePeer, GCSServer, S3Peer
+from hypaware.testing.servers.rest_catalog import RestCatalogServer
+from hypaware.testing.servers.webhook import WebhookReceiver, run_webhook_receiver
 
 from .first_party import blob_store_of, build_sink, rows_at
 

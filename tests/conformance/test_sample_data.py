@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware.testing.data import (
+from hypaware.testing.conformance.data import (
     expected_rows,
     sample_batch,
     sample_dataset,

@@ -18,8 +18,9 @@ from hypaware._moved import GONE, MOVED
 
 PACKAGE = Path(hypaware.__file__).parent
 TOP_LEVEL = {"__init__.py", "__main__.py", "_version.py", "py.typed", "plugin.py", "_moved.py"}
-# The 0.1 module paths: each only forwards to its 0.2 home (hypaware/_moved.py).
-SHIMS = {f"{old}.py" for old in (*MOVED, *GONE)} - {"cache.py", "querying.py"}
+# The 0.1 module paths: each only forwards to its 0.2 home (hypaware/_moved.py). A key
+# is the path under hypaware/ ("testing.central" is hypaware/testing/central.py).
+SHIMS = {f"{old.replace('.', '/')}.py" for old in (*MOVED, *GONE)} - {"cache.py", "querying.py"}
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -107,6 +108,24 @@ def test_only_rooms_at_the_top_of_the_package() -> None:
         assert (room / "__init__.py").is_file(), room.name
         doc = (room / "__init__.py").read_text()
         assert doc.startswith('"""'), f"{room.name}/__init__.py says what the room holds"
+
+
+def test_the_testing_room_holds_the_suite_the_servers_and_their_old_paths() -> None:
+    # The public conformance suite and the internal loopback servers are two packages;
+    # a module beside them is only a 0.1 path forwarding into one of them.
+    testing = PACKAGE / "testing"
+    packages = sorted(p.name for p in testing.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert packages == ["conformance", "servers"]
+    loose = sorted(
+        p.name
+        for p in testing.glob("*.py")
+        if p.name != "__init__.py" and f"testing/{p.name}" not in SHIMS
+    )
+    assert loose == []
+    # The peers install azurite into the checkout's .peers/, wherever their module sits.
+    from hypaware.testing.servers.peers import PEERS_DIR
+
+    assert PACKAGE.parent / ".peers" == PEERS_DIR
 
 
 def test_plugin_modules_only_wire_manifests() -> None:

@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware import ConfigError, Secret, dump_config, load_config, resolve
+from hypaware import (
+    BlobPlan,
+    ConfigError,
+    RequestPlan,
+    Secret,
+    dump_config,
+    load_config,
+    resolve,
+)
 from hypaware.core.config import CacheConfig, HypawareConfig, SinkSpec
 from hypaware.core.config_loader import dump_config_text
 from hypaware.core.interpolation import escape, expand, references
@@ -60,7 +68,7 @@ def test_the_resolver_expands_plugin_strings_and_keeps_secrets_as_references(
     (tmp_path / "hypaware.toml").write_text(TOML_DOC)
     config = load_config(tmp_path / "hypaware.toml", env=env)
     (plan,) = resolve(config, Registry.from_entry_points(), env=env)
-    assert plan.destination is not None
+    assert isinstance(plan, BlobPlan)
     s3 = plan.destination.config
     assert s3.bucket == "acme-archive"
     assert s3.prefix == "exports/prod"
@@ -83,7 +91,7 @@ def test_a_container_of_secrets_keeps_its_references() -> None:
         }
     }
     (plan,) = resolve(doc, Registry.from_entry_points(), env={})
-    assert plan.plugin is not None
+    assert isinstance(plan, RequestPlan)
     webhook = plan.plugin.config
     assert webhook.url == "https://hooks.example/in"
     assert webhook.headers == {"X-Tenant": Secret("${TENANT}")}

@@ -10,7 +10,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hypaware import ConfigError, PluginError, PluginManifest, Registry, build, load_config, resolve
+import hypaware
+from hypaware import (
+    BlobPlan,
+    ConfigError,
+    PluginError,
+    PluginManifest,
+    Registry,
+    RequestPlan,
+    build,
+    load_config,
+    resolve,
+)
 from hypaware.core.manifest import BLOB_STORE, ENCODER, HTTP_ENDPOINT, QUERYABLE, SINK, TABLE_FORMAT
 from hypaware.core.schedule import check_schedule
 
@@ -24,21 +35,111 @@ def messages(exc: pytest.ExceptionInfo[ConfigError]) -> list[str]:
 
 def test_spec_example_resolves() -> None:
     archive, forward = resolve(SPEC_EXAMPLE, fakes.registry())
-    assert archive.shape == "blob"
-    assert archive.writer is not None and archive.writer.name == "@hypaware/format-iceberg"
-    assert archive.destination is not None
+    assert isinstance(archive, BlobPlan) and archive.shape == "blob"
+    assert archive.writer.name == "@hypaware/format-iceberg"
     assert archive.destination.config == fakes.BucketConfig(bucket="acme-hyp-archive")
     # A table format gets its encoder from the registry: Iceberg writes Parquet.
-    assert archive.encoder is not None and archive.encoder.name == "@hypaware/format-parquet"
+    assert archive.encoder.name == "@hypaware/format-parquet"
     assert archive.encoder.config == fakes.ParquetConfig()
     assert archive.queryable
-    assert forward.shape == "request"
-    assert forward.plugin is not None
+    assert isinstance(forward, RequestPlan) and forward.shape == "request"
     assert forward.plugin.config == fakes.EndpointConfig(endpoint="https://hypaware.acme.internal")
     assert not forward.queryable
     assert archive.describe() == (
         "@hypaware/format-iceberg on @hypaware/s3 (encoder @hypaware/format-parquet)"
     )
+
+
+def test_each_shape_of_sink_resolves_to_its_own_plan() -> None:
+    doc = {
+        "sinks": {
+            "pq": {"writer": "@hypaware/format-parquet", "destination": "@hypaware/local-fs"},
+            "js": {
+                "writer": "@hypaware/format-jsonl",
+                "destination": "@hypaware/s3",
+                "config": {"bucket": "b"},
+            },
+            "ice": {
+                "writer": "@hypaware/format-iceberg",
+                "destination": "@hypaware/s3",
+                "config": {"bucket": "b"},
+            },
+            "fwd": {"plugin": "@hypaware/central", "config": {"endpoint": "https://c"}},
+            "hook": {"plugin": "@hypaware/webhook", "config": {"endpoint": "https://h"}},
+        }
+    }
+    plans = {p.name: p for p in resolve(doc, fakes.registry())}
+    blobs = {n: p for n, p in plans.items() if isinstance(p, BlobPlan)}
+    requests = {n: p for n, p in plans.items() if isinstance(p, RequestPlan)}
+    assert sorted(blobs) == ["ice", "js", "pq"]
+    assert sorted(requests) == ["fwd", "hook"]
+    # A plan holds only its own shape's parts, none of them optional.
+    for blob in blobs.values():
+        assert not hasattr(blob, "plugin")
+        assert blob.components[:2] == (blob.writer, blob.destination)
+    for request in requests.values():
+        assert not any(hasattr(request, f) for f in ("writer", "destination", "encoder"))
+        assert request.components == (request.plugin,)
+        assert request.describe() == request.plugin.name
+    assert blobs["ice"].encoder.name == "@hypaware/format-parquet"
+    assert blobs["ice"].components[2] == blobs["ice"].encoder
+    assert blobs["pq"].encoder == blobs["pq"].writer and len(blobs["pq"].components) == 2
+    # What both shapes have reads the same on either, through the SinkPlan union.
+    for name, plan in plans.items():
+        assert isinstance(plan, hypaware.SinkPlan)
+        assert plan.name == plan.spec.name == name
+        assert plan.schedule == plan.spec.schedule
+        assert plan.shape == plan.spec.shape == ("blob" if name in blobs else "request")
+        assert isinstance(plan.queryable, bool) and plan.describe()
+
+
+# A valid sink of every first-party plugin that builds without the network.
+BUILDABLE = {
+    "parquet-local": {
+        "writer": "@hypaware/format-parquet",
+        "destination": "@hypaware/local-fs",
+        "config": {"root": "out"},
+    },
+    "jsonl-memory": {"writer": "@hypaware/format-jsonl", "destination": "@hypaware/memory"},
+    "iceberg-local": {
+        "writer": "@hypaware/format-iceberg",
+        "destination": "@hypaware/local-fs",
+        "config": {"root": "warehouse", "namespace": "hyp"},
+    },
+    "central": {"plugin": "@hypaware/central", "config": {"endpoint": "https://c.example"}},
+    "webhook": {"plugin": "@hypaware/webhook", "config": {"url": "https://h.example/in"}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILDABLE))
+async def test_build_takes_every_valid_plan_of_either_shape(tmp_path: Path, name: str) -> None:
+    from hypaware.blob.sink import BlobSink
+    from hypaware.blob.table_sink import TableSink
+    from hypaware.request.sink import RequestSink
+
+    if name.startswith("iceberg"):
+        pytest.importorskip("pyiceberg")
+    config = load_config({"sinks": {name: BUILDABLE[name]}}, base_dir=str(tmp_path))
+    (plan,) = resolve(config, Registry.from_entry_points(), env={})
+    expected: type
+    if isinstance(plan, RequestPlan):
+        assert "plugin" in BUILDABLE[name]
+        expected = RequestSink
+    else:
+        assert isinstance(plan, BlobPlan) and "writer" in BUILDABLE[name]
+        expected = TableSink if name.startswith("iceberg") else BlobSink
+    sink = build(plan, config=config, env={"HYP_CENTRAL_TOKEN": "tok"})
+    try:
+        assert isinstance(sink, expected)
+    finally:
+        await sink.close()
+
+
+def test_build_refuses_what_is_not_a_plan() -> None:
+    doc = {"sinks": {"s": {"plugin": "@hypaware/central", "config": {"endpoint": "https://c"}}}}
+    (plan,) = resolve(doc, fakes.registry())
+    with pytest.raises(TypeError, match="BlobPlan or a RequestPlan"):
+        build(plan.spec)  # type: ignore[arg-type]
 
 
 def test_parquet_on_webhook_is_rejected_with_the_spec_message() -> None:
@@ -82,7 +183,7 @@ def test_config_keys_are_routed_to_the_plugins_that_declare_them() -> None:
         }
     }
     (plan,) = resolve(doc, fakes.registry())
-    assert plan.destination is not None and plan.writer is not None
+    assert isinstance(plan, BlobPlan)
     assert plan.destination.config == fakes.BucketConfig(bucket="b", region="eu")
     assert plan.writer.config == fakes.ParquetConfig(compression="snappy")
 
@@ -228,7 +329,7 @@ def test_unsatisfied_pairs_are_rejected_naming_both_plugins(
     missing = (writer.requires | {BLOB_STORE}) - destination.provides
     if not missing:
         (plan,) = resolve(doc, Registry([writer, destination]))
-        assert plan.writer is not None and plan.writer.manifest == writer
+        assert isinstance(plan, BlobPlan) and plan.writer.manifest == writer
         return
     with pytest.raises(ConfigError) as exc:
         resolve(doc, Registry([writer, destination]))

@@ -14,8 +14,8 @@ import pytest
 from hypaware.cache.local import LocalCache
 from hypaware.cli import main
 from hypaware.core.types import DatasetInfo
-from hypaware.testing.central import CentralServer
-from hypaware.testing.peers import S3Peer
+from hypaware.testing.servers.central import CentralServer
+from hypaware.testing.servers.peers import S3Peer
 
 from .helpers import make_cache, rows
 

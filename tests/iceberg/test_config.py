@@ -22,14 +22,14 @@ from .helpers import build_sink, sink_config
 pytestmark = pytest.mark.iceberg
 
 
-def _resolve(tmp_path: Path, **config: Any) -> hypaware.SinkPlan:
+def _resolve(tmp_path: Path, **config: Any) -> hypaware.BlobPlan:
     (plan,) = hypaware.resolve(sink_config(tmp_path, **config))
+    assert isinstance(plan, hypaware.BlobPlan)
     return plan
 
 
 def test_the_resolver_gives_it_the_parquet_encoder(tmp_path: Path) -> None:
     plan = _resolve(tmp_path)
-    assert plan.encoder is not None
     assert plan.encoder.name == "@hypaware/format-parquet"
     assert plan.queryable
     assert plan.describe() == (
@@ -51,8 +51,6 @@ def test_jsonl_is_rejected_with_a_clear_message(tmp_path: Path) -> None:
 
 def test_target_file_size_reaches_the_encoder_too(tmp_path: Path) -> None:
     plan = _resolve(tmp_path, target_file_size=1024)
-    assert plan.writer is not None
-    assert plan.encoder is not None
     assert plan.writer.config.target_file_size == 1024
     assert plan.encoder.config.target_file_size == 1024
 
@@ -63,7 +61,6 @@ def test_nested_catalog_config_is_structured_and_checked(tmp_path: Path) -> None
         catalog={"type": "rest", "uri": "https://cat.example", "token": "${CAT_TOKEN}"},
         namespace="analytics.raw",
     )
-    assert plan.writer is not None
     config = plan.writer.config
     assert isinstance(config, IcebergConfig)
     assert config.catalog.type == "rest"
@@ -205,7 +202,6 @@ def test_maintenance_keys_are_checked_by_name(
 
 def test_maintenance_defaults(tmp_path: Path) -> None:
     plan = _resolve(tmp_path)
-    assert plan.writer is not None
     maint = plan.writer.config.maintenance
     assert (maint.enabled, maint.schedule, maint.keep_snapshots, maint.keep_for) == (
         True,

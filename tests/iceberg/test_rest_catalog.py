@@ -19,7 +19,7 @@ from hypaware.core.types import ExportOptions
 from hypaware.export.driver import ExportDriver
 from hypaware.export.observer import CountingObserver
 from hypaware.iceberg.fileio import ObstoreFileIO
-from hypaware.testing.rest_catalog import RestCatalogServer
+from hypaware.testing.servers.rest_catalog import RestCatalogServer
 
 from ..driver.helpers import make_cache
 from .helpers import DATASET, batch, build_sink, partition, rows_for, sink_config
@@ -168,7 +168,7 @@ async def test_credentials_the_catalog_vends_are_used_for_the_tables_files(
 ) -> None:
     import boto3
 
-    from hypaware.testing.peers import run_moto_with_auth
+    from hypaware.testing.servers.peers import run_moto_with_auth
 
     # moto checks keys: the destination's own are refused, only the vended ones work.
     with run_moto_with_auth("vended", unauthenticated=4) as peer:

@@ -12,7 +12,7 @@ from pyarrow import fs as pafs
 from pyiceberg.catalog.sql import SqlCatalog
 
 from hypaware.core.types import ExportOptions
-from hypaware.testing.peers import S3Peer
+from hypaware.testing.servers.peers import S3Peer
 
 from .helpers import DATASET, batch, build_sink, partition, rows_for, sink_config
 

@@ -23,7 +23,7 @@ from hypaware.cli import main
 from hypaware.cli.status import collect_status
 from hypaware.iceberg.catalog import IcebergError
 from hypaware.iceberg.record import SUMMARY_RECORD, read_record
-from hypaware.testing.peers import S3Peer
+from hypaware.testing.servers.peers import S3Peer
 from tests.peers_duckdb import DuckDBIceberg, s3_of
 
 from .gateways import (

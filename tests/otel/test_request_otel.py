@@ -13,7 +13,7 @@ from hypaware.cache.local import LocalCache
 from hypaware.core.types import DatasetInfo
 from hypaware.export.driver import ExportDriver
 from hypaware.export.observer import CountingObserver
-from hypaware.testing.central import CentralServer, Reply
+from hypaware.testing.servers.central import CentralServer, Reply
 from tests.request.conftest import TOKEN, central  # noqa: F401  (the fixture)
 
 from .helpers import Telemetry

@@ -12,7 +12,7 @@ import pytest
 
 import hypaware
 from hypaware.querying.api import CacheOnlyWarning, plan_query, query_async
-from hypaware.testing.peers import free_port
+from hypaware.testing.servers.peers import free_port
 
 from .helpers import (
     DAY0,

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hypaware.cli import main
-from hypaware.testing.peers import free_port
+from hypaware.testing.servers.peers import free_port
 
 from .helpers import cache_for, config, export, jsonl_sink, make_rows, parquet_sink
 

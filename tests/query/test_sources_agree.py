@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 import hypaware
-from hypaware.testing.peers import AzuritePeer, S3Peer
+from hypaware.testing.servers.peers import AzuritePeer, S3Peer
 
 from .helpers import cache_for, config, export, iceberg_sink, make_rows, parquet_sink
 

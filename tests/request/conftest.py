@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from hypaware.testing.central import CentralServer
+from hypaware.testing.servers.central import CentralServer
 
 TOKEN = "e2e-token-5a4b3c2d1e"
 

@@ -21,7 +21,7 @@ import pytest
 from hypaware import build, resolve
 from hypaware.core.types import ExportOptions, ExportResult, PartitionRef
 from hypaware.request.sink import RequestSink
-from hypaware.testing.central import CentralServer, Drop, Hold, RateLimit, Reply
+from hypaware.testing.servers.central import CentralServer, Drop, Hold, RateLimit, Reply
 from tests.timing import PROMPT
 
 from .conftest import TOKEN

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from hypaware import ConfigError, Registry, build, resolve
+from hypaware import ConfigError, Registry, RequestPlan, build, resolve
 from hypaware.core.secrets import Secret
 from hypaware.plugins import central, webhook
 from hypaware.request.central import CentralConfig
@@ -38,7 +38,7 @@ async def test_resolve_and_build_central() -> None:
         schedule="*/5 * * * *",
     )
     (plan,) = resolve(cfg, REGISTRY)
-    assert plan.shape == "request" and not plan.queryable
+    assert isinstance(plan, RequestPlan) and plan.shape == "request" and not plan.queryable
     conf = plan.plugin.config
     assert isinstance(conf, CentralConfig)
     assert conf.token == Secret("${HYP_TOKEN}") and conf.backoff_ladder == (1.0, 2.0)
@@ -136,7 +136,7 @@ def test_the_token_defaults_to_an_environment_variable() -> None:
         }
     }
     (plan,) = resolve(cfg, REGISTRY)
-    assert plan.plugin is not None
+    assert isinstance(plan, RequestPlan)
     assert plan.plugin.config.token == Secret("${HYP_CENTRAL_TOKEN}")
     with pytest.raises(ConfigError, match=r"sinks\.fwd\.config\.token.*HYP_CENTRAL_TOKEN"):
         build(plan, env={})

@@ -11,9 +11,9 @@ import pytest
 from hypaware import build, resolve
 from hypaware.core.contracts import Sink
 from hypaware.core.types import DatasetInfo
-from hypaware.testing.central import CentralServer, RateLimit
 from hypaware.testing.conformance import SinkContract
-from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
+from hypaware.testing.servers.central import CentralServer, RateLimit
+from hypaware.testing.servers.webhook import WebhookReceiver, run_webhook_receiver
 from tests.timing import PROMPT
 
 from .conftest import TOKEN

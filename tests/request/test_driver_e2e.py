@@ -12,7 +12,7 @@ from hypaware import load_config
 from hypaware.cache.local import LocalCache
 from hypaware.core.types import DatasetInfo
 from hypaware.export.driver import ExportDriver
-from hypaware.testing.central import CentralServer, Drop, Reply
+from hypaware.testing.servers.central import CentralServer, Drop, Reply
 
 from .conftest import TOKEN
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from hypaware.core.types import ExportOptions
-from hypaware.testing.webhook import Answer, Trickle, WebhookReceiver, run_webhook_receiver
+from hypaware.testing.servers.webhook import Answer, Trickle, WebhookReceiver, run_webhook_receiver
 
 from .helpers import make_export, make_partition
 from .test_webhook_verify import KEY, webhook_sink

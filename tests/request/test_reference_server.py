@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from hypaware.testing.central import CentralServer, Delay, Drop, Hold, RateLimit, Reply
+from hypaware.testing.servers.central import CentralServer, Delay, Drop, Hold, RateLimit, Reply
 from tests.timing import PROMPT
 
 from .conftest import TOKEN

@@ -14,7 +14,7 @@ from hypaware import build, resolve
 from hypaware.core.types import ExportOptions
 from hypaware.request.backoff import BackoffPolicy
 from hypaware.request.sink import RequestSink
-from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
+from hypaware.testing.servers.webhook import WebhookReceiver, run_webhook_receiver
 from hypaware.webhooks import WebhookVerificationError, verify, verify_body
 from hypaware.webhooks.signing import sign_body
 from hypaware.webhooks.sink import WebhookWire

@@ -20,7 +20,7 @@ from hypaware.core.errors import ConfigError
 from hypaware.core.types import ExportOptions
 from hypaware.request.chunking import ChunkIdentity, ChunkLimits, chunk_batches
 from hypaware.request.sink import RequestSink
-from hypaware.testing.webhook import WebhookReceiver, run_webhook_receiver
+from hypaware.testing.servers.webhook import WebhookReceiver, run_webhook_receiver
 from hypaware.webhooks import SeenMessages, WebhookVerificationError, verify
 from hypaware.webhooks.signing import secret_key, sign
 from hypaware.webhooks.sink import WebhookWire

@@ -15,7 +15,7 @@ from hypaware.core.errors import Problem
 from hypaware.core.manifest import PluginManifest
 from hypaware.core.resolver import BuildContext
 from hypaware.plugins import azure, gcs, local_fs, memory, s3
-from hypaware.testing.peers import AzuritePeer, GCSServer, S3Peer
+from hypaware.testing.servers.peers import AzuritePeer, GCSServer, S3Peer
 
 STORES = ["memory", "local", "s3", "azure", "gcs"]
 MARKS = {"s3": pytest.mark.s3, "azure": pytest.mark.azure, "gcs": pytest.mark.gcs}

@@ -17,12 +17,12 @@ from hypaware.core.contracts import Sink
 from hypaware.core.errors import ConfigError
 from hypaware.core.manifest import BLOB_STORE, ENCODER, QUERYABLE, PluginManifest
 from hypaware.core.registry import Registry
-from hypaware.core.resolver import BuildContext, SinkPlan, resolve
+from hypaware.core.resolver import BlobPlan, BuildContext, resolve
 from hypaware.core.secrets import Secret
 from hypaware.destinations import memory as memory_destination
 from hypaware.export.build import build
 from hypaware.plugins import azure, gcs, local_fs, memory, s3
-from hypaware.testing.peers import AzuritePeer, GCSServer, S3Peer
+from hypaware.testing.servers.peers import AzuritePeer, GCSServer, S3Peer
 
 from .conftest import make_ctx
 
@@ -58,9 +58,10 @@ def make_encoder(config: object, ctx: BuildContext) -> _LinesEncoder:
     return _LinesEncoder()
 
 
-def plan_for(destination: str, config: dict[str, Any], writer: str = "@test/columnar") -> SinkPlan:
+def plan_for(destination: str, config: dict[str, Any], writer: str = "@test/columnar") -> BlobPlan:
     doc = {"sinks": {"archive": {"writer": writer, "destination": destination, "config": config}}}
     (plan,) = resolve(doc, REGISTRY)
+    assert isinstance(plan, BlobPlan)
     return plan
 
 
@@ -70,8 +71,7 @@ def problems_for(destination: str, config: dict[str, Any]) -> dict[str, str]:
     return {p.path: p.message for p in info.value.problems}
 
 
-def build_destination(plan: SinkPlan, ctx: BuildContext) -> ObstoreBlobStore:
-    assert plan.destination is not None
+def build_destination(plan: BlobPlan, ctx: BuildContext) -> ObstoreBlobStore:
     store = plan.destination.manifest.load_factory()(plan.destination.config, ctx)
     assert isinstance(store, ObstoreBlobStore)
     return store
@@ -146,7 +146,6 @@ async def test_build_composes_a_sink_on_each_destination(
 
 def test_local_fs_root_is_relative_to_the_config_and_created(tmp_path: Path) -> None:
     plan = plan_for("@hypaware/local-fs", {"root": "exports/archive"})
-    assert plan.destination is not None
     assert plan.destination.config == local_fs.LocalFsConfig(root="exports/archive")
     store = build_destination(plan, make_ctx(tmp_path))
     assert (tmp_path / "exports" / "archive").is_dir()
@@ -207,7 +206,6 @@ def test_s3_config_mapping() -> None:
             "timeout": 12,
         },
     )
-    assert plan.destination is not None
     config = plan.destination.config
     assert isinstance(config, s3.S3Config)
     assert config.bucket == "acme-archive"
@@ -222,7 +220,6 @@ def test_s3_literal_secrets_never_show() -> None:
         "@hypaware/s3",
         {"bucket": "b", "access_key_id": "AKIAEXAMPLE", "secret_access_key": "hunter2-secret"},
     )
-    assert plan.destination is not None
     assert "hunter2-secret" not in repr(plan.destination.config)
     assert "hunter2-secret" not in repr(plan)
 

@@ -19,7 +19,7 @@ from hypaware.core.errors import (
     TransientStoreError,
 )
 from hypaware.plugins import azure, gcs, s3
-from hypaware.testing.peers import AzuritePeer, GCSServer, S3Peer, free_port
+from hypaware.testing.servers.peers import AzuritePeer, GCSServer, S3Peer, free_port
 
 from .conftest import build_store, make_ctx
 

@@ -12,7 +12,7 @@ import pytest
 
 from hypaware.blob.store import ObstoreBlobStore
 from hypaware.plugins import gcs
-from hypaware.testing.peers import GCSServer
+from hypaware.testing.servers.peers import GCSServer
 
 from .conftest import build_store, make_ctx
 

@@ -14,6 +14,7 @@ from hypaware_example_sqlite.manifests import SQLITE
 from hypaware_example_sqlite.sqlite_sink import SqliteSink, make_sink
 
 from hypaware import (
+    BlobPlan,
     Encoder,
     ExportDriver,
     QueryableSink,
@@ -39,8 +40,17 @@ async def main() -> None:
     # reveals: hypaware.core.config.HypawareConfig
     reveal_type(config)
     plans = resolve(config, Registry.from_entry_points())
-    # reveals: tuple[hypaware.core.resolver.SinkPlan, ...]
+    # reveals: tuple[hypaware.core.resolver.BlobPlan
+    #   | hypaware.core.resolver.RequestPlan, ...]
     reveal_type(plans)
+    # Each shape's parts are there, not optional, once isinstance has told them apart.
+    first = plans[0]
+    if isinstance(first, BlobPlan):
+        # reveals: hypaware.core.resolver.Component
+        reveal_type(first.destination)
+    else:
+        # reveals: hypaware.core.resolver.Component
+        reveal_type(first.plugin)
     sink = build(plans[0], config=config)
     # reveals: hypaware.core.contracts.ManagedSink
     reveal_type(sink)

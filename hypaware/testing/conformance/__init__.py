@@ -22,6 +22,15 @@ The same checks run without pytest through `run_sink_checks` /
 check says which promise was broken, e.g. ``re-exporting batch 'b1'
 (attempt 2, same sink) duplicated 10 rows (...): export_batch must be
 idempotent per (dataset, partition id), not per batch (...)``.
+
+The names in ``__all__`` here are the suite's public surface. The modules of
+this package hold the checks by what they check, and are internal: `sink`
+(the sink checks, by name) with `sink_delivery`, `sink_lifecycle`,
+`sink_safety` and the `sink_harness` they share; `queryable` with
+`queryable_lost_ack` and `scan_rules`; `encoder` with `encoder_contract`;
+`store`. `data` is the sample data every check exports, `promises` the
+promises a failure names, `runner` how checks run and become tests. The
+suite imports none of the loopback servers of `hypaware.testing.servers`.
 """
 
 from __future__ import annotations
@@ -35,15 +44,24 @@ import pytest
 
 from hypaware.core.contracts import BlobStore, Sink
 from hypaware.core.types import DatasetInfo, ExportBatch
-from hypaware.testing.data import sample_batch, sample_dataset, sample_partition
-from hypaware.testing.encoder_checks import ENCODER_CHECKS
-from hypaware.testing.encoder_contract import EncoderContract, EncoderHarness, run_encoder_checks
-from hypaware.testing.promises import CheckSkipped, ContractViolation, HookMissing, Promise
-from hypaware.testing.queryable_checks import QUERYABLE_CHECKS
-from hypaware.testing.runner import CheckOutcome, _as_test, _opted_out, _overrides, _run
-from hypaware.testing.sink_checks import SINK_CHECKS
-from hypaware.testing.sink_harness import SinkHarness
-from hypaware.testing.store_checks import STORE_CHECKS, StoreHarness
+from hypaware.testing.conformance.data import sample_batch, sample_dataset, sample_partition
+from hypaware.testing.conformance.encoder import ENCODER_CHECKS
+from hypaware.testing.conformance.encoder_contract import (
+    EncoderContract,
+    EncoderHarness,
+    run_encoder_checks,
+)
+from hypaware.testing.conformance.promises import (
+    CheckSkipped,
+    ContractViolation,
+    HookMissing,
+    Promise,
+)
+from hypaware.testing.conformance.queryable import QUERYABLE_CHECKS
+from hypaware.testing.conformance.runner import CheckOutcome, _as_test, _opted_out, _overrides, _run
+from hypaware.testing.conformance.sink import SINK_CHECKS
+from hypaware.testing.conformance.sink_harness import SinkHarness
+from hypaware.testing.conformance.store import STORE_CHECKS, StoreHarness
 
 __all__ = [
     "ENCODER_CHECK_NAMES",
@@ -143,7 +161,7 @@ class SinkContract:
 
     @pytest.fixture
     def contract_dataset(self) -> DatasetInfo:
-        """A sample dataset (`hypaware.testing.data`), for a subclass's own extra tests."""
+        """A sample dataset (`hypaware.testing.conformance.data`), for a subclass's extra tests."""
         return sample_dataset("extra")
 
     @pytest.fixture
