@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -117,26 +118,42 @@ def test_table_names_come_from_dataset_names() -> None:
     assert table_identifier("a.b", "llm-calls.v2") == ("a", "b", "llm_calls_v2")
 
 
-def _sql_catalog(tmp_path: Any, name: str = "c") -> Any:
+@pytest.fixture
+def sql_catalog(tmp_path: Any) -> Iterator[Callable[[], Any]]:
+    """Opens SQL catalogs on one sqlite file, and disposes their engines after the test.
+
+    An engine left to the garbage collector closes its pooled sqlite
+    connections there, which Python 3.13 reports as a ResourceWarning in
+    whichever test happens to be running.
+    """
     from hypaware.iceberg.catalog import _disposing_sql_catalog
 
     warehouse = tmp_path / "wh"
     warehouse.mkdir(exist_ok=True)
-    return _disposing_sql_catalog()(
-        name, uri=f"sqlite:///{tmp_path / 'cat.db'}", warehouse=f"file://{warehouse}"
-    )
+    opened: list[Any] = []
+
+    def open_catalog() -> Any:
+        catalog = _disposing_sql_catalog()(
+            "c", uri=f"sqlite:///{tmp_path / 'cat.db'}", warehouse=f"file://{warehouse}"
+        )
+        opened.append(catalog)
+        return catalog
+
+    yield open_catalog
+    for catalog in opened:
+        catalog.engine.dispose()
 
 
 def test_a_table_loads_without_parsing_a_metadata_file_already_seen(
-    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    sql_catalog: Callable[[], Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import pyarrow as pa
     from pyiceberg.serializers import FromInputFile
 
-    creator = _sql_catalog(tmp_path)
+    creator = sql_catalog()
     creator.create_namespace("ns")
     creator.create_table("ns.t", schema=pa.schema([("x", pa.int64())]))
-    catalog = _sql_catalog(tmp_path)
+    catalog = sql_catalog()
     parsed: list[str] = []
     real = FromInputFile.table_metadata
 
@@ -159,7 +176,7 @@ def test_a_table_loads_without_parsing_a_metadata_file_already_seen(
     assert again.scan().to_arrow().num_rows == 2
 
     # Another writer's commit moves the catalog's pointer: its file is parsed.
-    other = _sql_catalog(tmp_path, "c").load_table("ns.t")
+    other = sql_catalog().load_table("ns.t")
     other.append(pa.table({"x": pa.array([3], pa.int64())}))
     fresh = catalog.load_table("ns.t")
     assert fresh.metadata_location == other.metadata_location
